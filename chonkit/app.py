@@ -1,0 +1,24 @@
+"""Chonkit: the admin API that turns uploaded documents into vector collections."""
+
+from __future__ import annotations
+
+from litestar import Litestar
+
+from common.auth import Authenticator
+from common.config import Settings
+from common.db import Database
+from common.http.app import build_service_app
+
+
+def create_app(
+    settings: Settings, *, database: Database | None = None, authenticator: Authenticator | None = None
+) -> Litestar:
+    return build_service_app(
+        service_name="chonkit",
+        title="Chonkit",
+        description="Documents, parsing, chunking and vector collections with identity vectors. Admin only.",
+        settings=settings,
+        route_handlers=[],
+        database=database,
+        authenticator=authenticator,
+    )

@@ -1,0 +1,84 @@
+"""Settings for every Ragu process, built once from an explicit mapping (normally ``os.environ``).
+
+Each field is read from ``RAGU_<FIELD>`` (``database_url`` from the conventional ``DATABASE_URL``).
+Unknown ``RAGU_*`` variables are refused so a typo in a deployment fails loudly instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from common.errors import InvalidInput
+
+ENV_PREFIX = "RAGU_"
+_UNPREFIXED = {"database_url": "DATABASE_URL"}
+
+
+def env_name(field: str) -> str:
+    """The environment variable a settings field is read from."""
+    return _UNPREFIXED.get(field, ENV_PREFIX + field.upper())
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename=env_name):
+    """Everything a Ragu process can be configured with. Defaults are the embedded, offline setup."""
+
+    database_url: str | None = None
+    """PostgreSQL URL. Unset: Ragu starts and owns an embedded server under ``data_dir``."""
+    data_dir: str = ".ragu"
+    """Where the embedded database, stored originals and the development signing secret live."""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    auto_migrate: bool = True
+    """Apply pending migrations when a service starts (serialised by an advisory lock)."""
+    db_pool_min_size: int = 1
+    db_pool_max_size: int = 10
+
+    auth_jwks_url: str | None = None
+    """Production key source: an identity provider's JWKS endpoint (RS256/ES256)."""
+    auth_jwks_file: str | None = None
+    """Same as ``auth_jwks_url`` but read from a file (rotated by replacing the file)."""
+    auth_hs256_secret: str | None = None
+    """Development only. Unset with no JWKS configured: a random secret is kept in ``data_dir``."""
+    auth_issuer: str | None = None
+    auth_audience: str | None = None
+    auth_leeway_seconds: int = 30
+    auth_groups_claim: str = "groups"
+    auth_roles_claim: str = "roles"
+    auth_name_claim: str = "name"
+    auth_admin_role: str = "admin"
+    auth_jwks_cache_seconds: int = 300
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+    @property
+    def uses_jwks(self) -> bool:
+        return bool(self.auth_jwks_url or self.auth_jwks_file)
+
+
+def settings_env_names() -> frozenset[str]:
+    """Every environment variable name that configures Ragu."""
+    return frozenset(env_name(f) for f in Settings.__struct_fields__)
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+    """Build settings from environment-style strings; ``overrides`` are typed values (tests pass these)."""
+    environ = os.environ if environ is None else environ
+    known = settings_env_names()
+    unknown = sorted(k for k in environ if k.startswith(ENV_PREFIX) and k not in known)
+    if unknown:
+        raise InvalidInput(f"unknown setting(s): {', '.join(unknown)}", code="unknown_setting")
+    raw: dict[str, object] = {k: v for k, v in environ.items() if k in known and v != ""}
+    raw.update({env_name(k): v for k, v in overrides.items()})
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"invalid setting: {exc}", code="invalid_setting") from exc

@@ -1,0 +1,114 @@
+"""The database handle services receive: transactions from an asyncpg pool.
+
+Tests swap in :class:`SingleConnectionDatabase`, which runs every "transaction" as a savepoint inside
+one outer transaction that the test rolls back, so each test starts from the migrated, empty schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from typing import Protocol
+
+import asyncpg
+import msgspec
+
+from common.errors import Conflict, NotFound, Unavailable
+
+Connection = asyncpg.Connection  # type: ignore[type-arg]  # asyncpg's generic is over its record type
+
+_json_encoder = msgspec.json.Encoder()
+_json_decoder = msgspec.json.Decoder()
+
+
+async def init_connection(conn: Connection) -> None:
+    """Decode json/jsonb with msgspec (fast, and the same types our Structs expect)."""
+    for typ in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typ,
+            schema="pg_catalog",
+            encoder=lambda v: _json_encoder.encode(v).decode(),
+            decoder=_json_decoder.decode,
+        )
+
+
+class Database(Protocol):
+    """What services and repositories need from PostgreSQL."""
+
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """One connection inside one transaction: committed on normal exit, rolled back on error."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class PoolDatabase:
+    """An asyncpg pool; every :meth:`transaction` is one connection and one transaction."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:  # type: ignore[type-arg]
+        self.pool = pool
+
+    @classmethod
+    async def connect(cls, url: str, *, min_size: int = 1, max_size: int = 10) -> PoolDatabase:
+        try:
+            pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=init_connection)
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise Unavailable(f"cannot reach the database: {exc}", code="database_unavailable") from exc
+        return cls(pool)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        with translate_db_errors():
+            async with self.pool.acquire() as conn, conn.transaction():
+                yield conn
+
+    async def ping(self) -> None:
+        with translate_db_errors():
+            async with self.pool.acquire(timeout=2) as conn:
+                await conn.fetchval("SELECT 1")
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+class SingleConnectionDatabase:
+    """One shared connection (tests): transactions nest as savepoints and are serialised by a lock."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        async with self._lock:
+            with translate_db_errors():
+                async with self.conn.transaction():
+                    yield self.conn
+
+    async def ping(self) -> None:
+        async with self._lock:
+            await self.conn.fetchval("SELECT 1")
+
+    async def close(self) -> None:
+        """The owner of the connection closes it."""
+
+
+@contextmanager
+def translate_db_errors() -> Iterator[None]:
+    """Turn constraint violations and lost connections into our error tree; anything else is a bug."""
+    try:
+        yield
+    except asyncpg.UniqueViolationError as exc:
+        raise Conflict(_constraint_detail(exc, "already exists"), code="already_exists") from exc
+    except asyncpg.ForeignKeyViolationError as exc:
+        raise NotFound(_constraint_detail(exc, "refers to something that does not exist"), code="reference_missing") from exc
+    except (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError) as exc:
+        raise Unavailable("the database is unavailable; try again shortly", code="database_unavailable") from exc
+
+
+def _constraint_detail(exc: asyncpg.PostgresError, what: str) -> str:
+    constraint = getattr(exc, "constraint_name", None)
+    return f"{constraint or 'record'} {what}"

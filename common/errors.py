@@ -1,0 +1,82 @@
+"""One error tree for every Ragu service, mapped to problem-details JSON in one place.
+
+    AppError                      500  internal
+    ├── InvalidInput              422  invalid_input
+    ├── BadRequest                400  bad_request
+    ├── Unauthorized              401  unauthorized
+    ├── Forbidden                 403  forbidden
+    ├── NotFound                  404  not_found
+    ├── Conflict                  409  conflict
+    ├── PayloadTooLarge           413  payload_too_large
+    ├── UnsupportedMediaType      415  unsupported_media_type
+    └── Unavailable               503  unavailable
+
+Services raise these (never HTTP exceptions); each carries a stable machine-readable ``code`` that
+callers can branch on, and a human ``detail``. Subclasses only fix the status; the code is chosen
+where the error is raised so that it names the exact cause (``document_encrypted``, ``token_expired``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AppError(Exception):
+    """Base of every error a Ragu service reports to its callers."""
+
+    status: ClassVar[int] = 500
+    default_code: ClassVar[str] = "internal"
+
+    def __init__(self, detail: str, *, code: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.code = code or self.default_code
+        self.extra = extra or {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, detail={self.detail!r})"
+
+
+class InvalidInput(AppError):
+    status = 422
+    default_code = "invalid_input"
+
+
+class BadRequest(AppError):
+    status = 400
+    default_code = "bad_request"
+
+
+class Unauthorized(AppError):
+    status = 401
+    default_code = "unauthorized"
+
+
+class Forbidden(AppError):
+    status = 403
+    default_code = "forbidden"
+
+
+class NotFound(AppError):
+    status = 404
+    default_code = "not_found"
+
+
+class Conflict(AppError):
+    status = 409
+    default_code = "conflict"
+
+
+class PayloadTooLarge(AppError):
+    status = 413
+    default_code = "payload_too_large"
+
+
+class UnsupportedMediaType(AppError):
+    status = 415
+    default_code = "unsupported_media_type"
+
+
+class Unavailable(AppError):
+    status = 503
+    default_code = "unavailable"

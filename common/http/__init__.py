@@ -1,0 +1,1 @@
+"""What both services' HTTP layers share: the app skeleton, problem details, auth guards, health and schemas."""

@@ -1,0 +1,77 @@
+"""Every error leaves a service as problem-details JSON (RFC 9457) with a stable ``code``.
+
+One place maps our error tree and Litestar's own exceptions (bad JSON, unknown route, wrong method);
+anything else is a bug: logged with its traceback and reported as a bare 500 that leaks nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.types import ExceptionHandlersMap
+
+from common.errors import AppError
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "route_not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+}
+
+
+def problem(status: int, code: str, detail: str, **extra: Any) -> Response[dict[str, Any]]:
+    body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "code": code}
+    body["detail"] = detail
+    body.update(extra)
+    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=_headers(status))
+
+
+def _headers(status: int) -> dict[str, str] | None:
+    return {"WWW-Authenticate": 'Bearer realm="ragu"'} if status == 401 else None
+
+
+def _app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[dict[str, Any]]:
+    if exc.status >= 500:
+        logger.warning("request failed: %s", exc.code, extra={"detail": exc.detail})
+    return problem(exc.status, exc.code, exc.detail, **exc.extra)
+
+
+def _validation(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
+    errors = exc.extra if isinstance(exc.extra, list) else []
+    return problem(400, "invalid_request", exc.detail or "the request is malformed", errors=errors)
+
+
+def _not_found(request: Request[Any, Any, Any], _: NotFoundException) -> Response[dict[str, Any]]:
+    return problem(404, "route_not_found", f"no route {request.method} {request.url.path}")
+
+
+def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return problem(exc.status_code, code, exc.detail or HTTPStatus(exc.status_code).phrase)
+
+
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem(500, "internal", "an unexpected error occurred; it has been logged")
+
+
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    AppError: _app_error,
+    ValidationException: _validation,
+    NotFoundException: _not_found,
+    HTTPException: _http,
+    Exception: _unexpected,
+}

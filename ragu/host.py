@@ -1,0 +1,56 @@
+"""One port for the whole platform: each service's ASGI app under its own path prefix.
+
+``ragu serve`` (all in one) mounts chonkit at ``/chonkit`` and kappi at ``/kappi``; deployed on their
+own (compose), each service is served at ``/`` with no host in front. The host also drives every
+child's lifespan, which mounted Litestar apps would otherwise never receive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+import msgspec
+from litestar import Litestar
+from litestar.types import Receive, Scope, Send
+
+_encoder = msgspec.json.Encoder()
+
+
+class ServiceHost:
+    def __init__(self, mounts: Mapping[str, Litestar]) -> None:
+        self.mounts = {"/" + prefix.strip("/"): app for prefix, app in mounts.items()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        path: str = scope["path"]
+        for prefix, app in self.mounts.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                child: Any = {**scope, "root_path": scope.get("root_path", "") + prefix}
+                await app(child, receive, send)
+                return
+        if scope["type"] == "http":
+            await self._index(send)
+
+    async def _index(self, send: Send) -> None:
+        body = _encoder.encode({"services": {p.lstrip("/"): {"health": f"{p}/health", "docs": f"{p}/docs"}
+                                             for p in self.mounts}})
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with AsyncExitStack() as stack:
+            await receive()  # lifespan.startup
+            try:
+                for app in self.mounts.values():
+                    await stack.enter_async_context(app.lifespan())
+            except Exception as exc:  # noqa: BLE001 - report any startup failure to the server, then stop
+                await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})

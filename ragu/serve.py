@@ -1,0 +1,51 @@
+"""``ragu serve``: resolve the database (embedded by default), migrate, and serve the services."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import msgspec
+import uvicorn
+from litestar import Litestar
+
+from chonkit.app import create_app as create_chonkit
+from common.config import Settings
+from common.db import EmbeddedPostgres, resolve_database_url
+from common.db import migrate as migrations
+from common.logs import configure_logging
+from kappi.app import create_app as create_kappi
+from ragu.host import ServiceHost
+
+logger = logging.getLogger(__name__)
+
+SERVICES = {"chonkit": create_chonkit, "kappi": create_kappi}
+
+
+def prepare_database(settings: Settings) -> tuple[Settings, EmbeddedPostgres | None]:
+    """Start the embedded server when no URL is set, apply migrations, and pin the resolved URL."""
+    url, embedded = asyncio.run(resolve_database_url(settings))
+    if settings.auto_migrate:
+        migrations.upgrade(url)
+    return msgspec.structs.replace(settings, database_url=url), embedded
+
+
+def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Litestar:
+    """One service at ``/``, or several under ``/<name>`` on one port."""
+    if len(services) == 1:
+        return SERVICES[services[0]](settings)
+    return ServiceHost({name: SERVICES[name](settings) for name in services})
+
+
+def serve(settings: Settings, services: Sequence[str]) -> None:
+    configure_logging(settings.log_level, settings.log_format)
+    settings, embedded = prepare_database(settings)
+    try:
+        app = build_asgi(settings, services)
+        where = ", ".join(f"http://{settings.host}:{settings.port}/{s}" if len(services) > 1 else s for s in services)
+        logger.info("serving %s", where)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False, lifespan="on")
+    finally:
+        if embedded is not None:
+            embedded.stop()

@@ -1,0 +1,193 @@
+"""The shared service skeleton, exercised through both real apps: health, readiness, schemas, errors, auth."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+from litestar import Litestar, Router, get
+
+import schemas
+from chonkit.app import create_app as create_chonkit
+from common.auth import Principal, mint_dev_token
+from common.config import Settings
+from common.db import SingleConnectionDatabase
+from common.errors import InvalidInput
+from common.http.app import build_service_app
+from common.http.security import admin_only, authenticated
+from kappi.app import create_app as create_kappi
+
+AppFactory = Callable[..., Litestar]
+AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture(params=[create_chonkit, create_kappi], ids=["chonkit", "kappi"])
+async def client(
+    request: pytest.FixtureRequest, settings: Settings, db: SingleConnectionDatabase, app_client: AppClient
+) -> AsyncIterator[httpx.AsyncClient]:
+    factory: AppFactory = request.param
+    async with app_client(factory(settings, database=db)) as test_client:
+        yield test_client
+
+
+async def test_health_and_ready(client: httpx.AsyncClient) -> None:
+    health = await client.get("/health")
+    assert health.status_code == 200
+    assert health.json()["status"] == "ok"
+    ready = await client.get("/ready")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready"
+
+
+@pytest.mark.parametrize("name", ["identity", "text-payload"])
+async def test_schemas_are_served_byte_for_byte(client: httpx.AsyncClient, name: str) -> None:
+    response = await client.get(f"/schemas/{name}")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/schema+json")
+    assert response.content == schemas.schema_bytes(name)
+    assert (await client.get("/schemas")).json() == list(schemas.SCHEMA_NAMES)
+
+
+async def test_unknown_schema_is_a_problem_document(client: httpx.AsyncClient) -> None:
+    response = await client.get("/schemas/nope")
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["code"] == "schema_not_found"
+    assert body["status"] == 404
+    assert "identity" in body["detail"]
+
+
+async def test_unknown_route_and_method_have_codes(client: httpx.AsyncClient) -> None:
+    missing = await client.get("/no/such/route")
+    assert (missing.status_code, missing.json()["code"]) == (404, "route_not_found")
+    wrong = await client.post("/health")
+    assert (wrong.status_code, wrong.json()["code"]) == (405, "method_not_allowed")
+
+
+async def test_openapi_document_is_published(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/docs/openapi.json")).json()
+    assert "/health" in spec["paths"]
+    assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+async def test_ready_reports_503_when_database_is_down(settings: Settings, app_client: AppClient) -> None:
+    class DownDatabase(SingleConnectionDatabase):
+        async def ping(self) -> None:
+            raise OSError("connection refused")
+
+    async with app_client(create_chonkit(settings, database=DownDatabase(None))) as test_client:  # type: ignore[arg-type]
+        response = await test_client.get("/ready")
+        assert (await test_client.get("/health")).status_code == 200
+    assert response.status_code == 503
+    assert response.json()["code"] == "database_unavailable"
+
+
+# -- auth wiring: guarded routers, 401 vs 403, the principal dependency ----------------------------------------
+
+
+@get("/me")
+async def whoami(principal: Principal) -> dict[str, object]:
+    return {"sub": principal.subject, "groups": sorted(principal.groups), "admin": principal.is_admin}
+
+
+@get("/admin/thing")
+async def admin_thing() -> dict[str, str]:
+    return {"ok": "yes"}
+
+
+@get("/boom")
+async def boom() -> None:
+    raise InvalidInput("the widget is too wide", code="widget_too_wide", extra={"max": 3})
+
+
+@get("/crash")
+async def crash() -> None:
+    raise RuntimeError("secret internals")
+
+
+@pytest.fixture
+async def guarded(
+    settings: Settings, db: SingleConnectionDatabase, app_client: AppClient
+) -> AsyncIterator[httpx.AsyncClient]:
+    app = build_service_app(
+        service_name="test",
+        title="t",
+        description="t",
+        settings=settings,
+        database=db,
+        route_handlers=[
+            Router("/", route_handlers=[whoami], guards=[authenticated]),
+            Router("/", route_handlers=[admin_thing], guards=[admin_only]),
+            boom,
+            crash,
+        ],
+    )
+    async with app_client(app) as test_client:
+        yield test_client
+
+
+def _bearer(settings: Settings, *, admin: bool = False, groups: tuple[str, ...] = ()) -> dict[str, str]:
+    roles = [settings.auth_admin_role] if admin else []
+    token = mint_dev_token(settings, subject="alice", groups=groups, roles=roles)
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_missing_token_is_401_with_code(guarded: httpx.AsyncClient) -> None:
+    response = await guarded.get("/me")
+    assert response.status_code == 401
+    assert response.json()["code"] == "missing_token"
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+async def test_malformed_token_is_401(guarded: httpx.AsyncClient) -> None:
+    response = await guarded.get("/me", headers={"Authorization": "Bearer not.a.jwt"})
+    assert response.status_code == 401
+    assert response.json()["code"] == "malformed_token"
+
+
+async def test_valid_token_reaches_the_handler_as_a_principal(
+    guarded: httpx.AsyncClient, settings: Settings
+) -> None:
+    response = await guarded.get("/me", headers=_bearer(settings, groups=("hr", "legal")))
+    assert response.status_code == 200
+    assert response.json() == {"sub": "alice", "groups": ["hr", "legal"], "admin": False}
+
+
+async def test_non_admin_on_admin_route_is_403(guarded: httpx.AsyncClient, settings: Settings) -> None:
+    response = await guarded.get("/admin/thing", headers=_bearer(settings))
+    assert response.status_code == 403
+    assert response.json()["code"] == "admin_required"
+    admin = await guarded.get("/admin/thing", headers=_bearer(settings, admin=True))
+    assert admin.status_code == 200
+
+
+async def test_token_for_another_secret_is_rejected(guarded: httpx.AsyncClient, tmp_path: Path) -> None:
+    other = msgspec.structs.replace(Settings(), data_dir=str(tmp_path / "other"), auth_hs256_secret="x" * 40)
+    response = await guarded.get("/me", headers=_bearer(other))
+    assert response.status_code == 401
+    assert response.json()["code"] == "invalid_signature"
+
+
+async def test_app_errors_keep_code_and_extra(guarded: httpx.AsyncClient) -> None:
+    response = await guarded.get("/boom")
+    assert response.status_code == 422
+    assert response.json() == {
+        "type": "about:blank",
+        "title": "Unprocessable Entity",
+        "status": 422,
+        "code": "widget_too_wide",
+        "detail": "the widget is too wide",
+        "max": 3,
+    }
+
+
+async def test_unexpected_errors_leak_nothing(guarded: httpx.AsyncClient) -> None:
+    response = await guarded.get("/crash")
+    assert response.status_code == 500
+    assert response.json()["code"] == "internal"
+    assert "secret" not in response.text

@@ -1,0 +1,119 @@
+"""Test harness: one real PostgreSQL per test session, migrated once; every test rolls back.
+
+``TEST_DATABASE_URL`` names a server to use; otherwise an embedded PostgreSQL 18 (with pgvector) is
+started in a temporary folder for the session and deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from litestar import Litestar
+
+from common.config import Settings, load_settings
+from common.db import SingleConnectionDatabase
+from common.db import migrate as migrations
+from common.db.database import Connection, init_connection
+from common.db.embedded import EmbeddedPostgres, ensure_database, with_database
+
+TEST_SECRET = "test-only-hs256-secret-0123456789abcdef"
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    """URL of a server we may create databases on."""
+    if url := os.environ.get("TEST_DATABASE_URL"):
+        yield url
+        return
+    with tempfile.TemporaryDirectory(prefix="ragu-test-pg-") as folder:
+        server = EmbeddedPostgres(Path(folder))
+        try:
+            yield server.start()
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def database_url(postgres_admin_url: str) -> str:
+    """A freshly migrated ``ragu_test`` database, shared by the session."""
+    url = with_database(postgres_admin_url, "ragu_test")
+    asyncio.run(_recreate(postgres_admin_url, "ragu_test"))
+    migrations.upgrade(url)
+    return url
+
+
+async def _recreate(admin_url: str, name: str) -> None:
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+    await ensure_database(admin_url, name)
+
+
+@pytest.fixture
+async def conn(database_url: str) -> AsyncIterator[Connection]:
+    """A connection inside a transaction that is rolled back after the test."""
+    connection = await asyncpg.connect(database_url)
+    await init_connection(connection)
+    tx = connection.transaction()
+    await tx.start()
+    try:
+        yield connection
+    finally:
+        await tx.rollback()
+        await connection.close()
+
+
+@pytest.fixture
+def db(conn: Connection) -> SingleConnectionDatabase:
+    return SingleConnectionDatabase(conn)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return load_settings({}, data_dir=str(tmp_path / "data"), database_url=database_url, auth_hs256_secret=TEST_SECRET)
+
+
+AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture
+def app_client() -> AppClient:
+    """Drive an app in the test's own event loop (Litestar's test client runs it on another loop,
+    where the test's asyncpg connection cannot follow), with its lifespan entered.
+
+    The lifespan runs in a task of its own: it holds anyio cancel scopes that must be exited by the
+    task that entered them, and fixture set-up and tear-down may run in different tasks.
+    """
+
+    @asynccontextmanager
+    async def open_client(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
+        started, stopping = asyncio.Event(), asyncio.Event()
+
+        async def lifespan() -> None:
+            async with app.lifespan():
+                started.set()
+                await stopping.wait()
+
+        task = asyncio.create_task(lifespan())
+        await asyncio.wait([task, asyncio.create_task(started.wait())], return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()  # start-up failed: raise its error here
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://ragu.test") as client:
+                yield client
+        finally:
+            stopping.set()
+            await task
+
+    return open_client

@@ -1,0 +1,103 @@
+"""``ragu serve`` on embedded defaults, as a real process: both services answer, and it stops cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"ragu serve exited early with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {timeout}s")
+
+
+@pytest.fixture
+def ragu_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_") and k != "DATABASE_URL"}
+    env.update(RAGU_DATA_DIR=str(tmp_path / "data"), RAGU_PORT=str(_free_port()))
+    return env
+
+
+def test_serve_brings_up_both_services_on_embedded_defaults(ragu_env: dict[str, str], tmp_path: Path) -> None:
+    base = f"http://127.0.0.1:{ragu_env['RAGU_PORT']}"
+    process = subprocess.Popen(  # noqa: S603 - our own CLI
+        [sys.executable, "-m", "ragu.cli", "serve"], env=ragu_env, cwd=tmp_path, stderr=subprocess.PIPE
+    )
+    try:
+        _wait_until_up(f"{base}/chonkit/health", process)
+        for service in ("chonkit", "kappi"):
+            assert httpx.get(f"{base}/{service}/health").json() == {"status": "ok", "service": service}
+            assert httpx.get(f"{base}/{service}/ready").json()["status"] == "ready"
+            assert httpx.get(f"{base}/{service}/schemas/identity").status_code == 200
+        index = httpx.get(f"{base}/").json()
+        assert set(index["services"]) == {"chonkit", "kappi"}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr.decode()
+    pgdata = Path(ragu_env["RAGU_DATA_DIR"]) / "postgres"
+    assert (pgdata / "PG_VERSION").exists()
+    assert not (pgdata / "postmaster.pid").exists(), "embedded postgres was left running"
+
+
+def test_token_command_mints_a_token_the_services_accept(ragu_env: dict[str, str], tmp_path: Path) -> None:
+    minted = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "ragu.cli", "token", "--sub", "alice", "--groups", "hr,legal", "--admin"],
+        env=ragu_env, cwd=tmp_path, capture_output=True, text=True, check=True,
+    )
+    token = minted.stdout.strip()
+    import asyncio
+
+    from common.auth import Authenticator
+    from common.config import load_settings
+
+    settings = load_settings({"RAGU_DATA_DIR": ragu_env["RAGU_DATA_DIR"]})
+    principal = asyncio.run(Authenticator(settings).authenticate(f"Bearer {token}"))
+    assert principal.subject == "alice"
+    assert principal.groups == {"hr", "legal"}
+    assert principal.is_admin
+
+
+def test_token_command_refuses_when_a_jwks_is_configured(ragu_env: dict[str, str], tmp_path: Path) -> None:
+    ragu_env["RAGU_AUTH_JWKS_URL"] = "https://idp.example/jwks.json"
+    result = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "ragu.cli", "token", "--sub", "alice"],
+        env=ragu_env, cwd=tmp_path, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 2
+    assert "jwks_configured" in result.stderr
+    assert result.stdout == ""
+
+
+def test_unknown_setting_stops_the_cli_with_a_message(ragu_env: dict[str, str], tmp_path: Path) -> None:
+    ragu_env["RAGU_PROT"] = "1"
+    result = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "ragu.cli", "migrate"], env=ragu_env, cwd=tmp_path, capture_output=True, text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "RAGU_PROT" in result.stderr

@@ -1,0 +1,71 @@
+"""No Docker engine runs here, so the production stack is checked statically: it cannot silently rot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from common.config import settings_env_names
+from ragu.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    return data
+
+
+def _ragu_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: svc for name, svc in compose["services"].items() if svc.get("image", "").startswith("ragu:")}
+
+
+def test_stack_has_every_part(compose: dict[str, Any]) -> None:
+    assert {"postgres", "qdrant", "weaviate", "migrate", "chonkit", "kappi"} <= set(compose["services"])
+
+
+def test_every_ragu_variable_is_a_setting_the_code_reads(compose: dict[str, Any]) -> None:
+    known = settings_env_names()
+    for name, service in _ragu_services(compose).items():
+        unknown = set(service.get("environment", {})) - known
+        assert not unknown, f"{name} sets variables no code reads: {sorted(unknown)}"
+        assert "DATABASE_URL" in service["environment"], f"{name} would start an embedded database"
+
+
+def test_services_run_real_ragu_commands(compose: dict[str, Any]) -> None:
+    parser = build_parser()
+    for name, service in _ragu_services(compose).items():
+        command = service["command"]
+        assert command[0] == "ragu", name
+        parser.parse_args(command[1:])  # exits (SystemExit) on a command the CLI does not know
+
+
+def test_long_running_services_have_health_checks(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        if name != "migrate":
+            assert "healthcheck" in service, f"{name} has no health check"
+
+
+def test_dependencies_exist_and_wait_on_conditions(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name, service in services.items():
+        for dependency, rule in service.get("depends_on", {}).items():
+            assert dependency in services, f"{name} depends on unknown {dependency}"
+            assert rule["condition"] in {"service_healthy", "service_completed_successfully"}
+    assert services["chonkit"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_services_do_not_race_to_migrate(compose: dict[str, Any]) -> None:
+    for name in ("chonkit", "kappi"):
+        assert compose["services"][name]["environment"]["RAGU_AUTO_MIGRATE"] == "false"
+
+
+def test_dockerfile_copies_every_package() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for folder in ("schemas", "common", "chonkit", "kappi", "ragu", "migrations"):
+        assert f"COPY {folder} ./{folder}" in dockerfile
