@@ -7,13 +7,17 @@ child's lifespan, which mounted Litestar apps would otherwise never receive.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
 import msgspec
 from litestar import Litestar
-from litestar.types import Receive, Scope, Send
+
+# Plain ASGI types: the host sees every scope type, including lifespan, which Litestar's types exclude.
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _encoder = msgspec.json.Encoder()
 
@@ -29,17 +33,23 @@ class ServiceHost:
         path: str = scope["path"]
         for prefix, app in self.mounts.items():
             if path == prefix or path.startswith(prefix + "/"):
-                child: Any = {**scope, "root_path": scope.get("root_path", "") + prefix}
-                await app(child, receive, send)
+                child = {**scope, "root_path": scope.get("root_path", "") + prefix}
+                await app(child, receive, send)  # type: ignore[arg-type]
                 return
         if scope["type"] == "http":
             await self._index(send)
 
     async def _index(self, send: Send) -> None:
-        body = _encoder.encode({"services": {p.lstrip("/"): {"health": f"{p}/health", "docs": f"{p}/docs"}
-                                             for p in self.mounts}})
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        body = _encoder.encode(
+            {"services": {p.lstrip("/"): {"health": f"{p}/health", "docs": f"{p}/docs"} for p in self.mounts}}
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -48,7 +58,7 @@ class ServiceHost:
             try:
                 for app in self.mounts.values():
                     await stack.enter_async_context(app.lifespan())
-            except Exception as exc:  # noqa: BLE001 - report any startup failure to the server, then stop
+            except Exception as exc:
                 await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
                 return
             await send({"type": "lifespan.startup.complete"})

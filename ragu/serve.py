@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Sequence
 
 import msgspec
@@ -38,14 +39,27 @@ def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Lit
     return ServiceHost({name: SERVICES[name](settings) for name in services})
 
 
+class Stopped(Exception):
+    """Raised from the SIGTERM handler so the embedded database is released on the way out."""
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise Stopped(signum)
+
+
 def serve(settings: Settings, services: Sequence[str]) -> None:
+    """Serve until SIGINT/SIGTERM. uvicorn shuts down gracefully, then re-raises the signal it caught;
+    our handler turns that into an exception so the ``finally`` below still stops embedded PostgreSQL."""
     configure_logging(settings.log_level, settings.log_format)
+    signal.signal(signal.SIGTERM, _stop)
     settings, embedded = prepare_database(settings)
     try:
         app = build_asgi(settings, services)
         where = ", ".join(f"http://{settings.host}:{settings.port}/{s}" if len(services) > 1 else s for s in services)
         logger.info("serving %s", where)
         uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False, lifespan="on")
+    except (Stopped, KeyboardInterrupt):
+        logger.info("stopped")
     finally:
         if embedded is not None:
             embedded.stop()

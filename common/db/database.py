@@ -9,14 +9,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import asyncpg
 import msgspec
+from asyncpg.pool import PoolConnectionProxy
 
 from common.errors import Conflict, NotFound, Unavailable
 
-Connection = asyncpg.Connection  # type: ignore[type-arg]  # asyncpg's generic is over its record type
+if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
+    Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+    Pool: TypeAlias = asyncpg.Pool[asyncpg.Record]
+else:
+    Connection = asyncpg.Connection | PoolConnectionProxy
+    Pool = asyncpg.Pool
 
 _json_encoder = msgspec.json.Encoder()
 _json_decoder = msgspec.json.Decoder()
@@ -48,7 +54,7 @@ class Database(Protocol):
 class PoolDatabase:
     """An asyncpg pool; every :meth:`transaction` is one connection and one transaction."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:  # type: ignore[type-arg]
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     @classmethod
@@ -104,7 +110,9 @@ def translate_db_errors() -> Iterator[None]:
     except asyncpg.UniqueViolationError as exc:
         raise Conflict(_constraint_detail(exc, "already exists"), code="already_exists") from exc
     except asyncpg.ForeignKeyViolationError as exc:
-        raise NotFound(_constraint_detail(exc, "refers to something that does not exist"), code="reference_missing") from exc
+        raise NotFound(
+            _constraint_detail(exc, "refers to something that does not exist"), code="reference_missing"
+        ) from exc
     except (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError) as exc:
         raise Unavailable("the database is unavailable; try again shortly", code="database_unavailable") from exc
 

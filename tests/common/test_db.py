@@ -93,4 +93,3 @@ async def test_unique_violation_becomes_conflict(db: SingleConnectionDatabase, c
 
 async def test_jsonb_round_trips_through_msgspec(conn: Connection) -> None:
     assert await conn.fetchval("SELECT $1::jsonb", {"a": [1, "x"]}) == {"a": [1, "x"]}
-

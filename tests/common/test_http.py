@@ -10,6 +10,7 @@ import httpx
 import msgspec
 import pytest
 from litestar import Litestar, Router, get
+from litestar.di import NamedDependency
 
 import schemas
 from chonkit.app import create_app as create_chonkit
@@ -91,7 +92,7 @@ async def test_ready_reports_503_when_database_is_down(settings: Settings, app_c
 
 
 @get("/me")
-async def whoami(principal: Principal) -> dict[str, object]:
+async def whoami(principal: NamedDependency[Principal]) -> dict[str, object]:
     return {"sub": principal.subject, "groups": sorted(principal.groups), "admin": principal.is_admin}
 
 
@@ -150,9 +151,7 @@ async def test_malformed_token_is_401(guarded: httpx.AsyncClient) -> None:
     assert response.json()["code"] == "malformed_token"
 
 
-async def test_valid_token_reaches_the_handler_as_a_principal(
-    guarded: httpx.AsyncClient, settings: Settings
-) -> None:
+async def test_valid_token_reaches_the_handler_as_a_principal(guarded: httpx.AsyncClient, settings: Settings) -> None:
     response = await guarded.get("/me", headers=_bearer(settings, groups=("hr", "legal")))
     assert response.status_code == 200
     assert response.json() == {"sub": "alice", "groups": ["hr", "legal"], "admin": False}

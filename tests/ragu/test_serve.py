@@ -44,7 +44,7 @@ def ragu_env(tmp_path: Path) -> dict[str, str]:
 
 def test_serve_brings_up_both_services_on_embedded_defaults(ragu_env: dict[str, str], tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{ragu_env['RAGU_PORT']}"
-    process = subprocess.Popen(  # noqa: S603 - our own CLI
+    process = subprocess.Popen(
         [sys.executable, "-m", "ragu.cli", "serve"], env=ragu_env, cwd=tmp_path, stderr=subprocess.PIPE
     )
     try:
@@ -65,9 +65,13 @@ def test_serve_brings_up_both_services_on_embedded_defaults(ragu_env: dict[str, 
 
 
 def test_token_command_mints_a_token_the_services_accept(ragu_env: dict[str, str], tmp_path: Path) -> None:
-    minted = subprocess.run(  # noqa: S603
+    minted = subprocess.run(
         [sys.executable, "-m", "ragu.cli", "token", "--sub", "alice", "--groups", "hr,legal", "--admin"],
-        env=ragu_env, cwd=tmp_path, capture_output=True, text=True, check=True,
+        env=ragu_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     token = minted.stdout.strip()
     import asyncio
@@ -84,9 +88,13 @@ def test_token_command_mints_a_token_the_services_accept(ragu_env: dict[str, str
 
 def test_token_command_refuses_when_a_jwks_is_configured(ragu_env: dict[str, str], tmp_path: Path) -> None:
     ragu_env["RAGU_AUTH_JWKS_URL"] = "https://idp.example/jwks.json"
-    result = subprocess.run(  # noqa: S603
+    result = subprocess.run(
         [sys.executable, "-m", "ragu.cli", "token", "--sub", "alice"],
-        env=ragu_env, cwd=tmp_path, capture_output=True, text=True, check=False,
+        env=ragu_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 2
     assert "jwks_configured" in result.stderr
@@ -95,8 +103,12 @@ def test_token_command_refuses_when_a_jwks_is_configured(ragu_env: dict[str, str
 
 def test_unknown_setting_stops_the_cli_with_a_message(ragu_env: dict[str, str], tmp_path: Path) -> None:
     ragu_env["RAGU_PROT"] = "1"
-    result = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "ragu.cli", "migrate"], env=ragu_env, cwd=tmp_path, capture_output=True, text=True,
+    result = subprocess.run(
+        [sys.executable, "-m", "ragu.cli", "migrate"],
+        env=ragu_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
         check=False,
     )
     assert result.returncode == 2
