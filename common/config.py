@@ -40,6 +40,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     db_pool_min_size: int = 1
     db_pool_max_size: int = 10
 
+    chonkit_max_upload_bytes: int = 100 * 1024 * 1024
+    """Largest upload request chonkit accepts (all files of one request together): 413 beyond it."""
+
     auth_jwks_url: str | None = None
     """Production key source: an identity provider's JWKS endpoint (RS256/ES256)."""
     auth_jwks_file: str | None = None

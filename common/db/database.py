@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import asyncpg
 import msgspec
@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
     Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
     Pool: TypeAlias = asyncpg.Pool[asyncpg.Record]
 else:
-    Connection = asyncpg.Connection | PoolConnectionProxy
+    # At run time Litestar validates injected dependencies against their annotation, and msgspec cannot
+    # check a union of two foreign classes; the type checker still sees the precise union above.
+    Connection = Any
     Pool = asyncpg.Pool
 
 _json_encoder = msgspec.json.Encoder()

@@ -1,0 +1,283 @@
+"""Documents: accept only files we can read, store each distinct file once, and preview their chunks.
+
+Every upload is sniffed and fully parsed *before* anything is stored, so a broken, empty, encrypted
+or mislabelled file is rejected at once with its own code and leaves no trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import unicodedata
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+from uuid import UUID
+
+import msgspec
+
+from chonkit.document.chunking import Chunk, TokenCounter, chunk, default_chunk_config, validate_chunk_config
+from chonkit.document.models import (
+    ChunkPreview,
+    ChunkPreviewRequest,
+    Document,
+    DocumentConfig,
+    DocumentPage,
+    DocumentPatch,
+    ParsePreview,
+    ParsePreviewRequest,
+    PreviewBlock,
+    PreviewChunk,
+    PreviewSection,
+    Problem,
+    UploadResult,
+)
+from chonkit.document.parsed import ParsedDocument
+from chonkit.document.parsing import DocumentType, ParseConfig, parse, sniff, validate_parse_config
+from chonkit.document.repository import SORTABLE, DocumentRepository
+from chonkit.document.storage import BlobStore, sha256_hex
+from common.embedders.base import EmbedderRegistry
+from common.errors import AppError, InvalidInput, NotFound, PayloadTooLarge
+
+PREVIEW_LIMIT = 500
+"""Blocks or chunks a preview returns; the counts always cover the whole document."""
+
+
+class IncomingFile(msgspec.Struct, frozen=True):
+    filename: str
+    data: bytes
+
+
+class Tokenizers(Protocol):
+    """Resolves the embedding model whose tokenizer sizes chunks (``None`` = the default model)."""
+
+    def resolve(self, provider: str | None, model: str | None) -> tuple[str, str, TokenCounter, int]:
+        """``(provider, model, counter, max_tokens)``; raises ``InvalidInput`` for unknown ones."""
+        ...
+
+
+class RegistryTokenizers:
+    """Tokenizers of the registered embedding models; ``local``'s MiniLM when none is named."""
+
+    def __init__(self, registry: EmbedderRegistry, *, default_provider: str = "local") -> None:
+        self.registry = registry
+        self.default_provider = default_provider
+
+    def resolve(self, provider: str | None, model: str | None) -> tuple[str, str, TokenCounter, int]:
+        provider = provider or self.default_provider
+        model = model or self.registry.models(provider)[0].model
+        embedder = self.registry.get(provider, model)
+        return provider, model, embedder, embedder.max_tokens
+
+
+def check_filename(name: str) -> str:
+    """A display name only (never a path); anything that looks like a path or hides characters is refused."""
+    normalized = unicodedata.normalize("NFC", name).strip()
+    if not normalized or len(normalized.encode()) > 255:
+        raise InvalidInput("The file name must be 1 to 255 bytes long.", code="invalid_filename")
+    if "/" in normalized or "\\" in normalized or normalized in {".", ".."} or normalized.startswith(".."):
+        raise InvalidInput(f"The file name {normalized!r} looks like a path.", code="invalid_filename")
+    if any(unicodedata.category(ch) in {"Cc", "Cf", "Cs"} for ch in normalized):
+        raise InvalidInput("The file name contains control characters.", code="invalid_filename")
+    return normalized
+
+
+class DocumentService:
+    def __init__(
+        self, repo: DocumentRepository, blobs: BlobStore, tokenizers: Tokenizers, *, max_upload_bytes: int
+    ) -> None:
+        self.repo = repo
+        self.blobs = blobs
+        self.tokenizers = tokenizers
+        self.max_upload_bytes = max_upload_bytes
+
+    async def upload(self, files: Sequence[IncomingFile]) -> list[UploadResult]:
+        """Per-file results in request order: created, duplicate (same bytes as a stored document) or rejected."""
+        if not files:
+            raise InvalidInput("Send at least one file in the multipart field 'files'.", code="no_files")
+        results = []
+        for incoming in files:
+            try:
+                results.append(await self._upload_one(incoming))
+            except AppError as exc:
+                if exc.status >= 500:
+                    raise
+                problem = Problem(status=exc.status, code=exc.code, detail=exc.detail)
+                results.append(UploadResult(filename=incoming.filename, status="rejected", error=problem))
+        return results
+
+    async def _upload_one(self, incoming: IncomingFile) -> UploadResult:
+        name = check_filename(incoming.filename)
+        if len(incoming.data) > self.max_upload_bytes:
+            raise PayloadTooLarge(
+                f"{name} is {len(incoming.data)} bytes; the limit is {self.max_upload_bytes}.", code="file_too_large"
+            )
+        doc_type = sniff(name, incoming.data)
+        parsed = await asyncio.to_thread(parse, incoming.data, doc_type, ParseConfig())
+        digest = sha256_hex(incoming.data)
+        document, created = await self.repo.insert_unless_duplicate(
+            id=uuid.uuid4(),
+            name=name,
+            doc_type=doc_type.value,
+            media_type=doc_type.media_type,
+            sha256=digest,
+            size_bytes=len(incoming.data),
+            page_count=parsed.page_count,
+        )
+        if created:
+            await asyncio.to_thread(self.blobs.put, incoming.data)
+        return UploadResult(filename=incoming.filename, status="created" if created else "duplicate", document=document)
+
+    async def page(self, *, limit: int, offset: int, sort: str, search: str | None) -> DocumentPage:
+        column = sort.removeprefix("-")
+        if column not in SORTABLE:
+            raise InvalidInput(
+                f"Cannot sort by {sort!r}; use one of {sorted(SORTABLE)}, with '-' for descending.",
+                code="invalid_sort",
+            )
+        items, total = await self.repo.page(
+            limit=limit, offset=offset, sort=column, descending=sort.startswith("-"), search=search or None
+        )
+        return DocumentPage(items=items, total=total, limit=limit, offset=offset)
+
+    async def get(self, document_id: UUID) -> Document:
+        document = await self.repo.get(document_id)
+        if document is None:
+            raise NotFound(f"No document {document_id}.", code="document_not_found")
+        return document
+
+    async def patch(self, document_id: UUID, patch: DocumentPatch) -> Document:
+        changes: dict[str, Any] = {
+            field: value for field in patch.__struct_fields__ if (value := getattr(patch, field)) is not msgspec.UNSET
+        }
+        if "name" in changes:
+            changes["name"] = check_filename(changes["name"])
+        if not changes:
+            return await self.get(document_id)
+        document = await self.repo.update(document_id, changes)
+        if document is None:
+            raise NotFound(f"No document {document_id}.", code="document_not_found")
+        return document
+
+    async def delete(self, document_id: UUID) -> Document:
+        """Delete the row; the caller removes the blob once the transaction has committed."""
+        document = await self.repo.delete(document_id)
+        if document is None:
+            raise NotFound(f"No document {document_id}.", code="document_not_found")
+        return document
+
+    async def content_path(self, document_id: UUID) -> tuple[Document, Path]:
+        document = await self.get(document_id)
+        path = self.blobs.path_for(document.sha256)
+        if not path.exists():
+            raise NotFound(f"The original of document {document_id} is missing from the store.", code="blob_missing")
+        return document, path
+
+    async def get_config(self, document_id: UUID) -> DocumentConfig:
+        stored = await self.repo.get_config(document_id)
+        if stored is None:
+            raise NotFound(f"No document {document_id}.", code="document_not_found")
+        parse_config, chunk_config = stored
+        return msgspec.convert({"parse": parse_config or {}, "chunk": chunk_config}, DocumentConfig)
+
+    async def set_config(self, document_id: UUID, config: DocumentConfig) -> DocumentConfig:
+        """Validate completely before saving: regexes compile, page ranges fit the document, sizes make sense."""
+        document = await self.get(document_id)
+        self._check_parse_config(config.parse, document)
+        if config.chunk is not None:
+            validate_chunk_config(config.chunk)
+        await self.repo.set_config(
+            document_id,
+            msgspec.to_builtins(config.parse),
+            None if config.chunk is None else msgspec.to_builtins(config.chunk),
+        )
+        return config
+
+    async def preview_parse(self, document_id: UUID, request: ParsePreviewRequest) -> ParsePreview:
+        document, parsed = await self._parsed(document_id, request.parse)
+        blocks = parsed.blocks
+        shown = 0
+        sections = []
+        for section in parsed.sections:
+            room = max(PREVIEW_LIMIT - shown, 0)
+            preview_blocks = [
+                PreviewBlock(
+                    kind=b.kind,
+                    text=b.text,
+                    char_start=b.char_start,
+                    char_end=b.char_end,
+                    page=b.page,
+                    heading_path=list(b.heading_path),
+                )
+                for b in section.blocks[:room]
+            ]
+            shown += len(preview_blocks)
+            sections.append(
+                PreviewSection(
+                    title=section.title,
+                    page_start=section.page_start,
+                    page_end=section.page_end,
+                    blocks=preview_blocks,
+                )
+            )
+        return ParsePreview(
+            page_count=document.page_count,
+            characters=sum(len(b.text) for b in blocks),
+            block_count=len(blocks),
+            sections=sections,
+            truncated=shown < len(blocks),
+        )
+
+    async def preview_chunks(self, document_id: UUID, request: ChunkPreviewRequest) -> ChunkPreview:
+        saved = await self.get_config(document_id)
+        config = validate_chunk_config(request.chunk or saved.chunk or default_chunk_config())
+        provider, model, counter, max_tokens = self.tokenizers.resolve(request.embedding_provider, request.model)
+        _, parsed = await self._parsed(document_id, request.parse or saved.parse)
+        result = await asyncio.to_thread(chunk, parsed, config, counter, max_tokens=max_tokens)
+        oversized = set(result.oversized)
+        return ChunkPreview(
+            embedding_provider=provider,
+            model=model,
+            max_tokens=max_tokens,
+            chunk_count=len(result.chunks),
+            parent_count=len(result.parents),
+            oversized=sorted(oversized),
+            chunks=[_preview_chunk(c, c.index in oversized) for c in result.chunks[:PREVIEW_LIMIT]],
+            parents=[_preview_chunk(p, False) for p in result.parents[:PREVIEW_LIMIT]],
+            truncated=len(result.chunks) > PREVIEW_LIMIT or len(result.parents) > PREVIEW_LIMIT,
+        )
+
+    async def _parsed(self, document_id: UUID, config: ParseConfig | None) -> tuple[Document, ParsedDocument]:
+        document, path = await self.content_path(document_id)
+        if config is None:
+            config = (await self.get_config(document_id)).parse
+        self._check_parse_config(config, document)
+        data = await asyncio.to_thread(path.read_bytes)
+        return document, await asyncio.to_thread(parse, data, _doc_type(document), config)
+
+    @staticmethod
+    def _check_parse_config(config: ParseConfig, document: Document) -> None:
+        validate_parse_config(config)
+        if document.page_count is not None:
+            for page_range in [config.page_range, *(config.sections or [])]:
+                if page_range is not None:
+                    page_range.check_within(document.page_count)
+
+
+def _doc_type(document: Document) -> DocumentType:
+    return DocumentType(document.doc_type)
+
+
+def _preview_chunk(c: Chunk, oversized: bool) -> PreviewChunk:
+    return PreviewChunk(
+        index=c.index,
+        text=c.text,
+        token_count=c.token_count,
+        char_start=c.char_start,
+        char_end=c.char_end,
+        page_start=c.page_start,
+        page_end=c.page_end,
+        heading_path=list(c.heading_path),
+        parent_index=c.parent_index,
+        oversized=oversized,
+    )

