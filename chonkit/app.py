@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from litestar import Litestar, Router
 
+from chonkit.collection.controller import CollectionController, ProviderController
 from chonkit.document.controller import DocumentController
 from chonkit.document.service import RegistryTokenizers
 from chonkit.document.storage import BlobStore
+from chonkit.embedding.controller import JobController
+from chonkit.embedding.worker import EmbeddingWorker
 from common.auth import Authenticator
+from common.clients import SharedClients
 from common.config import Settings
 from common.db import Database
-from common.embedders.base import EmbedderRegistry
-from common.embedders.registry import default_registry
 from common.http.app import build_service_app
 from common.http.security import admin_only
 
@@ -21,12 +28,41 @@ def create_app(
     *,
     database: Database | None = None,
     authenticator: Authenticator | None = None,
-    embedders: EmbedderRegistry | None = None,
+    clients: SharedClients | None = None,
+    worker: bool | None = None,
 ) -> Litestar:
-    embedders = embedders or default_registry()
+    """``worker`` (default ``settings.chonkit_inprocess_worker``) runs an embedding worker in this process."""
+    clients = clients or SharedClients(settings)
+    blobs = BlobStore(settings.data_path / "documents")
+    run_worker = settings.chonkit_inprocess_worker if worker is None else worker
+
+    @asynccontextmanager
+    async def open_clients(app: Litestar) -> AsyncIterator[None]:
+        async with clients.opened():
+            yield
+
+    @asynccontextmanager
+    async def in_process_worker(app: Litestar) -> AsyncIterator[None]:
+        if not run_worker:
+            yield
+            return
+        embedding_worker = EmbeddingWorker(
+            app.state.db, blobs, clients.embedders, clients.vectors, heartbeat_seconds=settings.worker_heartbeat_seconds
+        )
+        app.state.wake_worker = embedding_worker.wake
+        stop = asyncio.Event()
+        task = asyncio.create_task(embedding_worker.run(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            embedding_worker.wake()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, timeout=30)
+
     admin = Router(
         "/",
-        route_handlers=[DocumentController],
+        route_handlers=[DocumentController, CollectionController, ProviderController, JobController],
         guards=[admin_only],
         request_max_body_size=settings.chonkit_max_upload_bytes,
     )
@@ -38,9 +74,11 @@ def create_app(
         route_handlers=[admin],
         database=database,
         authenticator=authenticator,
+        lifespans=[open_clients, in_process_worker],
         state={
-            "blobs": BlobStore(settings.data_path / "documents"),
-            "embedders": embedders,
-            "tokenizers": RegistryTokenizers(embedders),
+            "blobs": blobs,
+            "clients": clients,
+            "tokenizers": RegistryTokenizers(clients.embedders),
+            "wake_worker": lambda: None,
         },
     )

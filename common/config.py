@@ -42,6 +42,26 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     chonkit_max_upload_bytes: int = 100 * 1024 * 1024
     """Largest upload request chonkit accepts (all files of one request together): 413 beyond it."""
+    chonkit_inprocess_worker: bool = True
+    """Run an embedding worker inside the chonkit process (the embedded setup); compose runs ``ragu worker``."""
+    worker_heartbeat_seconds: float = 5.0
+    """How often a worker marks its job item alive; an item silent for 6 heartbeats is taken over."""
+
+    qdrant_url: str | None = None
+    """A Qdrant server. Unset: Qdrant's local mode on ``qdrant_path`` (one process at a time)."""
+    qdrant_api_key: str | None = None
+    qdrant_path: str | None = None
+    """Local-mode storage; default ``<data_dir>/qdrant``."""
+    weaviate_url: str | None = None
+    """A Weaviate server (REST URL; gRPC on ``weaviate_grpc_port``). Unset: the provider is not offered."""
+    weaviate_grpc_port: int = 50051
+    weaviate_api_key: str | None = None
+    cohere_api_key: str | None = None
+    """Enables the ``cohere`` embedding provider."""
+    cohere_base_url: str | None = None
+    """Override Cohere's API address (a proxy, or a local stand-in in tests)."""
+    local_embedder_threads: int = 1
+    """onnxruntime intra-op threads for the ``local`` embedder (1 is fastest on small machines)."""
 
     auth_jwks_url: str | None = None
     """Production key source: an identity provider's JWKS endpoint (RS256/ES256)."""

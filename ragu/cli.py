@@ -56,6 +56,21 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _worker(args: argparse.Namespace, settings: Settings) -> int:
+    from ragu.worker import run_worker
+
+    run_worker(settings)
+    return 0
+
+
+def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
+    from ragu.worker import print_report, run_reconcile
+
+    report = run_reconcile(settings, repair=args.repair)
+    print_report(report)
+    return 0 if report.clean else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -79,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--name", default=None, help="display name")
     token.add_argument("--ttl", type=int, default=8 * 3600, help="lifetime in seconds (default 8 h)")
     token.set_defaults(handler=_token)
+
+    worker = commands.add_parser("worker", help="run an embedding worker (several may run, on several machines)")
+    worker.set_defaults(handler=_worker)
+
+    reconcile = commands.add_parser("reconcile", help="report drift between chonkit's database and the vector stores")
+    reconcile.add_argument("--repair", action="store_true", help="repair what Ragu owns (exit 0 when all repaired)")
+    reconcile.set_defaults(handler=_reconcile)
 
     schemas.cli.add_parser(commands)
     return parser

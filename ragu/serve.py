@@ -12,6 +12,7 @@ import uvicorn
 from litestar import Litestar
 
 from chonkit.app import create_app as create_chonkit
+from common.clients import SharedClients
 from common.config import Settings
 from common.db import EmbeddedPostgres, resolve_database_url
 from common.db import migrate as migrations
@@ -33,10 +34,11 @@ def prepare_database(settings: Settings) -> tuple[Settings, EmbeddedPostgres | N
 
 
 def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Litestar:
-    """One service at ``/``, or several under ``/<name>`` on one port."""
+    """One service at ``/``, or several under ``/<name>`` on one port, sharing embedders and vector stores."""
+    clients = SharedClients(settings)
     if len(services) == 1:
-        return SERVICES[services[0]](settings)
-    return ServiceHost({name: SERVICES[name](settings) for name in services})
+        return SERVICES[services[0]](settings, clients=clients)
+    return ServiceHost({name: SERVICES[name](settings, clients=clients) for name in services})
 
 
 class Stopped(Exception):

@@ -18,11 +18,15 @@ import httpx
 import pytest
 from litestar import Litestar
 
+from common.clients import SharedClients
 from common.config import Settings, load_settings
 from common.db import SingleConnectionDatabase
 from common.db import migrate as migrations
-from common.db.database import Connection, init_connection
+from common.db.database import Connection, Pool, init_connection
 from common.db.embedded import EmbeddedPostgres, ensure_database, with_database
+from common.embedders.base import EmbedderRegistry
+from common.embedders.registry import default_registry
+from common.vectors.registry import VectorRegistry
 
 TEST_SECRET = "test-only-hs256-secret-0123456789abcdef"
 
@@ -117,3 +121,40 @@ def app_client() -> AppClient:
             await task
 
     return open_client
+
+
+@pytest.fixture(scope="session")
+def embedders() -> EmbedderRegistry:
+    """One registry per session: the local model loads once."""
+    return default_registry()
+
+
+@pytest.fixture(scope="session")
+async def vector_pool(database_url: str) -> AsyncIterator[Pool]:
+    """pgvector's own pool: its tables are committed (like a real store), so tests drop what they create."""
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4, init=init_connection)
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture
+async def vectors(vector_pool: Pool) -> AsyncIterator[VectorRegistry]:
+    """pgvector on the test server and a fresh in-memory Qdrant (the client's local mode) per test."""
+    from qdrant_client import AsyncQdrantClient
+
+    from common.vectors.pgvector import PgVectorStore
+    from common.vectors.qdrant import QdrantStore
+
+    pgvector = PgVectorStore(vector_pool)
+    registry = VectorRegistry({"pgvector": pgvector, "qdrant": QdrantStore(AsyncQdrantClient(location=":memory:"))})
+    before = {i.name for i in await pgvector.list_identities()}
+    yield registry
+    for identity in await pgvector.list_identities():
+        if identity.name not in before:
+            await pgvector.drop_collection(identity.name)
+    await registry.get("qdrant").close()
+
+
+@pytest.fixture
+def clients(settings: Settings, embedders: EmbedderRegistry, vectors: VectorRegistry) -> SharedClients:
+    return SharedClients(settings, embedders=embedders, vectors=vectors)

@@ -14,6 +14,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, MultipartBody, QueryP
 from litestar.response import File
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from chonkit.collection.repository import CollectionRepository
 from chonkit.document.models import (
     ChunkPreview,
     ChunkPreviewRequest,
@@ -38,6 +39,8 @@ async def provide_document_service(state: State, conn: NamedDependency[Connectio
         state.blobs,
         state.tokenizers,
         max_upload_bytes=state.settings.chonkit_max_upload_bytes,
+        vectors=state.clients.vectors,
+        collections=CollectionRepository(conn),
     )
 
 
@@ -103,7 +106,8 @@ class DocumentController(Controller):
     async def delete_document(
         self, state: State, documents: NamedDependency[DocumentService], document_id: FromPath[UUID]
     ) -> Response[None]:
-        """Removes the row now and the stored original once the deletion has committed."""
+        """Removes its vectors from every collection and the row now, and the stored original once the
+        deletion has committed."""
         document = await documents.delete(document_id)
         blobs: BlobStore = state.blobs
         return Response(None, status_code=204, background=BackgroundTask(blobs.delete, document.sha256))

@@ -99,6 +99,14 @@ class DocumentRepository:
         )
         return None if record is None else _document(record)
 
+    async def cancel_pending_jobs(self, document_id: UUID) -> None:
+        await self.conn.execute(
+            """UPDATE chonkit.job_items SET stage = 'cancelled', finished_at = now(),
+                      error = 'The document was deleted.', error_code = 'document_deleted'
+               WHERE document_id = $1 AND stage = 'queued'""",
+            document_id,
+        )
+
     async def get_config(self, document_id: UUID) -> tuple[Any, Any] | None:
         record = await self.conn.fetchrow(
             "SELECT parse_config, chunk_config FROM chonkit.documents WHERE id = $1", document_id

@@ -16,6 +16,7 @@ from uuid import UUID
 
 import msgspec
 
+from chonkit.collection.repository import CollectionRepository
 from chonkit.document.chunking import Chunk, TokenCounter, chunk, default_chunk_config, validate_chunk_config
 from chonkit.document.models import (
     ChunkPreview,
@@ -38,6 +39,7 @@ from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, NotFound, PayloadTooLarge
+from common.vectors.registry import VectorRegistry
 
 PREVIEW_LIMIT = 500
 """Blocks or chunks a preview returns; the counts always cover the whole document."""
@@ -84,12 +86,21 @@ def check_filename(name: str) -> str:
 
 class DocumentService:
     def __init__(
-        self, repo: DocumentRepository, blobs: BlobStore, tokenizers: Tokenizers, *, max_upload_bytes: int
+        self,
+        repo: DocumentRepository,
+        blobs: BlobStore,
+        tokenizers: Tokenizers,
+        *,
+        max_upload_bytes: int,
+        vectors: VectorRegistry,
+        collections: CollectionRepository,
     ) -> None:
         self.repo = repo
         self.blobs = blobs
         self.tokenizers = tokenizers
         self.max_upload_bytes = max_upload_bytes
+        self.vectors = vectors
+        self.collections = collections
 
     async def upload(self, files: Sequence[IncomingFile]) -> list[UploadResult]:
         """Per-file results in request order: created, duplicate (same bytes as a stored document) or rejected."""
@@ -160,7 +171,14 @@ class DocumentService:
         return document
 
     async def delete(self, document_id: UUID) -> Document:
-        """Delete the row; the caller removes the blob once the transaction has committed."""
+        """Delete its vectors from every collection, then the row; the caller removes the blob after commit.
+
+        Each collection's lock is held to the end of the transaction, so a worker that is writing this
+        document's chunks finishes first, or finds the document gone and writes nothing."""
+        for collection in await self.collections.collections_of_document(document_id):
+            await self.collections.lock(collection.id)
+            await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
+        await self.repo.cancel_pending_jobs(document_id)
         document = await self.repo.delete(document_id)
         if document is None:
             raise NotFound(f"No document {document_id}.", code="document_not_found")

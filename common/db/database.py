@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 import asyncpg
 import msgspec
 from asyncpg.pool import PoolConnectionProxy
+from pgvector.asyncpg import register_vector
 
 from common.errors import Conflict, NotFound, Unavailable
 
@@ -31,7 +32,9 @@ _json_decoder = msgspec.json.Decoder()
 
 
 async def init_connection(conn: Connection) -> None:
-    """Decode json/jsonb with msgspec (fast, and the same types our Structs expect)."""
+    """Decode json/jsonb with msgspec (fast, and the same types our Structs expect), and send pgvector's
+    ``vector`` in its binary format once the extension is installed (``common.vectors.pgvector`` needs it;
+    before the migration that installs it there is no such type to register)."""
     for typ in ("json", "jsonb"):
         await conn.set_type_codec(
             typ,
@@ -39,6 +42,12 @@ async def init_connection(conn: Connection) -> None:
             encoder=lambda v: _json_encoder.encode(v).decode(),
             decoder=_json_decoder.decode,
         )
+    vector_schema = await conn.fetchval(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    )
+    if vector_schema is not None:
+        # The pool hands init the raw connection; the stubs only know that class, not our union with the proxy.
+        await register_vector(conn, schema=vector_schema)  # type: ignore[arg-type]
 
 
 class Database(Protocol):

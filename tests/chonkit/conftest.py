@@ -10,19 +10,14 @@ import pytest
 from litestar import Litestar
 
 from chonkit.app import create_app
+from chonkit.document.storage import BlobStore
+from chonkit.embedding.worker import EmbeddingWorker
 from common.auth import mint_dev_token
+from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
-from common.embedders.base import EmbedderRegistry
-from common.embedders.registry import default_registry
 
 AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
-
-
-@pytest.fixture(scope="session")
-def embedders() -> EmbedderRegistry:
-    """One registry per session: the local model loads once."""
-    return default_registry()
 
 
 def bearer(
@@ -34,9 +29,24 @@ def bearer(
 
 @pytest.fixture
 async def chonkit(
-    settings: Settings, db: SingleConnectionDatabase, embedders: EmbedderRegistry, app_client: AppClient
+    settings: Settings, db: SingleConnectionDatabase, clients: SharedClients, app_client: AppClient
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """Chonkit as an admin sees it."""
-    async with app_client(create_app(settings, database=db, embedders=embedders)) as client:
+    """Chonkit as an admin sees it; tests drive the embedding worker themselves (see ``worker``)."""
+    async with app_client(create_app(settings, database=db, clients=clients, worker=False)) as client:
         client.headers.update(bearer(settings))
         yield client
+
+
+@pytest.fixture
+def worker(settings: Settings, db: SingleConnectionDatabase, clients: SharedClients) -> EmbeddingWorker:
+    return EmbeddingWorker(
+        db, BlobStore(settings.data_path / "documents"), clients.embedders, clients.vectors, heartbeat_seconds=0.2
+    )
+
+
+async def drain(worker: EmbeddingWorker) -> int:
+    """Run the worker until the queue is empty; returns how many items it processed."""
+    processed = 0
+    while await worker.run_once():
+        processed += 1
+    return processed

@@ -15,6 +15,7 @@ from litestar.di import NamedDependency
 import schemas
 from chonkit.app import create_app as create_chonkit
 from common.auth import Principal, mint_dev_token
+from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
 from common.errors import InvalidInput
@@ -28,10 +29,14 @@ AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
 
 @pytest.fixture(params=[create_chonkit, create_kappi], ids=["chonkit", "kappi"])
 async def client(
-    request: pytest.FixtureRequest, settings: Settings, db: SingleConnectionDatabase, app_client: AppClient
+    request: pytest.FixtureRequest,
+    settings: Settings,
+    db: SingleConnectionDatabase,
+    clients: SharedClients,
+    app_client: AppClient,
 ) -> AsyncIterator[httpx.AsyncClient]:
     factory: AppFactory = request.param
-    async with app_client(factory(settings, database=db)) as test_client:
+    async with app_client(factory(settings, database=db, clients=clients)) as test_client:
         yield test_client
 
 
@@ -76,12 +81,16 @@ async def test_openapi_document_is_published(client: httpx.AsyncClient) -> None:
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
 
 
-async def test_ready_reports_503_when_database_is_down(settings: Settings, app_client: AppClient) -> None:
+async def test_ready_reports_503_when_database_is_down(
+    settings: Settings, clients: SharedClients, app_client: AppClient
+) -> None:
     class DownDatabase(SingleConnectionDatabase):
         async def ping(self) -> None:
             raise OSError("connection refused")
 
-    async with app_client(create_chonkit(settings, database=DownDatabase(None))) as test_client:  # type: ignore[arg-type]
+    async with app_client(
+        create_chonkit(settings, database=DownDatabase(None), clients=clients, worker=False)
+    ) as test_client:  # type: ignore[arg-type]
         response = await test_client.get("/ready")
         assert (await test_client.get("/health")).status_code == 200
     assert response.status_code == 503

@@ -13,10 +13,10 @@ import pytest
 from litestar import Litestar
 
 from chonkit.app import create_app
+from common.clients import SharedClients
 from common.config import Settings
 from common.db import PoolDatabase, SingleConnectionDatabase
 from common.db.database import Connection
-from common.embedders.base import EmbedderRegistry
 from tests.chonkit.conftest import AppClient, bearer
 from tests.support.documents import docx, pdf, zip_bomb_docx
 
@@ -154,12 +154,12 @@ async def test_control_characters_in_names_are_refused(
 async def test_upload_over_the_limit_is_413(
     settings: Settings,
     db: SingleConnectionDatabase,
-    embedders: EmbedderRegistry,
+    clients: SharedClients,
     app_client: AppClient,
     conn: Connection,
 ) -> None:
     small = msgspec.structs.replace(settings, chonkit_max_upload_bytes=10_000)
-    async with app_client(create_app(small, database=db, embedders=embedders)) as client:
+    async with app_client(create_app(small, database=db, clients=clients, worker=False)) as client:
         client.headers.update(bearer(small))
         response = await upload(client, ("big.txt", b"word " * 5_000))
     assert response.status_code == 413
@@ -302,11 +302,11 @@ async def test_docx_parse_preview_keeps_headings_in_reading_order(chonkit: httpx
 
 
 async def test_hundred_concurrent_identical_uploads_store_one_document(
-    settings: Settings, database_url: str, embedders: EmbedderRegistry, app_client: AppClient
+    settings: Settings, database_url: str, clients: SharedClients, app_client: AppClient
 ) -> None:
     data = pdf(["Concurrency is not parallelism."])
     database = await PoolDatabase.connect(database_url, min_size=2, max_size=10)
-    app: Litestar = create_app(settings, database=database, embedders=embedders)
+    app: Litestar = create_app(settings, database=database, clients=clients, worker=False)
     try:
         async with app_client(app) as client:
             client.headers.update(bearer(settings))

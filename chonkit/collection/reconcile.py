@@ -1,0 +1,143 @@
+"""Drift between chonkit's database and the vector stores: find it, and repair what Ragu owns.
+
+Ragu owns a vector collection when chonkit has a row for it. A store collection that carries a valid
+Ragu identity but has no row here may belong to another Ragu deployment sharing the store: it is
+reported, never touched. Repairs: a missing collection is recreated and its documents re-queued; a
+wrong or missing identity record is rewritten (groups too, on every chunk); vectors of documents the
+collection should not hold are deleted; documents whose vector counts disagree are re-queued.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal
+
+import msgspec
+
+from chonkit.collection.models import Collection
+from chonkit.collection.repository import CollectionRepository
+from chonkit.collection.service import identity_of
+from chonkit.embedding.repository import JobRepository
+from common.db import Database
+from common.db.database import Connection
+from common.errors import AppError
+from common.vectors.registry import VectorRegistry
+
+DriftKind = Literal[
+    "provider_unavailable",
+    "missing_collection",
+    "identity_mismatch",
+    "orphan_vectors",
+    "count_mismatch",
+    "foreign_collection",
+]
+
+
+class Drift(msgspec.Struct, frozen=True, kw_only=True):
+    kind: DriftKind
+    provider: str
+    collection: str
+    detail: str
+    repaired: bool
+
+
+class ReconcileReport(msgspec.Struct, frozen=True, kw_only=True):
+    collections_checked: int
+    drift: list[Drift]
+
+    @property
+    def clean(self) -> bool:
+        return all(d.repaired for d in self.drift)
+
+
+async def reconcile(db: Database, vectors: VectorRegistry, *, repair: bool) -> ReconcileReport:
+    async with db.transaction() as conn:
+        collections = await CollectionRepository(conn).all()
+    drift: list[Drift] = []
+    for collection in collections:
+        async with db.transaction() as conn:
+            # The lock waits out a worker mid-write, whose vectors are in the store before its rows commit.
+            await CollectionRepository(conn).lock(collection.id)
+            drift.extend(await _check(conn, vectors, collection, repair=repair))
+    known = {str(c.id) for c in collections}
+    for provider in vectors.providers():
+        try:
+            identities = await vectors.get(provider).list_identities()
+        except AppError as exc:
+            drift.append(
+                Drift(kind="provider_unavailable", provider=provider, collection="*", detail=exc.detail, repaired=False)
+            )
+            continue
+        drift.extend(
+            Drift(
+                kind="foreign_collection",
+                provider=provider,
+                collection=identity.name,
+                detail=f"carries a Ragu identity (collection_id {identity.collection_id}) that this chonkit does not "
+                "know; left untouched",
+                repaired=False,
+            )
+            for identity in identities
+            if identity.collection_id not in known
+        )
+    return ReconcileReport(collections_checked=len(collections), drift=drift)
+
+
+async def _check(conn: Connection, vectors: VectorRegistry, collection: Collection, *, repair: bool) -> list[Drift]:
+    def found(kind: DriftKind, detail: str, repaired: bool = False) -> Drift:
+        return Drift(
+            kind=kind, provider=collection.vector_provider, collection=collection.name, detail=detail, repaired=repaired
+        )
+
+    try:
+        store = vectors.get(collection.vector_provider)
+        exists = await store.collection_exists(collection.name)
+    except AppError as exc:
+        return [found("provider_unavailable", exc.detail)]
+    expected_identity = identity_of(collection)
+    if not exists:
+        if repair:
+            await store.create_collection(expected_identity, collection.dimension)
+            await _requeue(conn, collection, None)
+        return [found("missing_collection", "the vector collection does not exist", repaired=repair)]
+
+    drift = []
+    stored = await store.read_identity(collection.name)
+    if stored != expected_identity.to_dict():
+        if repair:
+            await store.write_identity(expected_identity)
+            await store.set_groups(collection.name, collection.groups)
+        drift.append(found("identity_mismatch", f"stored identity {stored!r} differs from the database", repair))
+
+    in_store = await store.document_ids(collection.name)
+    expected = await CollectionRepository(conn).chunk_counts(collection.id)
+    for document_id, count in sorted(in_store.items()):
+        if document_id not in expected:
+            if repair:
+                await store.delete_document(collection.name, document_id)
+            drift.append(
+                found("orphan_vectors", f"{count} vectors of document {document_id}, which it should not hold", repair)
+            )
+    mismatched = [d for d, n in expected.items() if in_store.get(d, 0) != n]
+    for document_id in sorted(mismatched):
+        drift.append(
+            found(
+                "count_mismatch",
+                f"document {document_id}: {in_store.get(document_id, 0)} vectors, expected {expected[document_id]}",
+                repair,
+            )
+        )
+    if repair and mismatched:
+        await _requeue(conn, collection, [uuid.UUID(d) for d in mismatched])
+    return drift
+
+
+async def _requeue(conn: Connection, collection: Collection, document_ids: list[uuid.UUID] | None) -> None:
+    """Forget what the collection held (so nothing is skipped as unchanged) and queue it again."""
+    if document_ids is None:
+        document_ids = [uuid.UUID(d) for d in await CollectionRepository(conn).chunk_counts(collection.id)]
+    jobs = JobRepository(conn)
+    for document_id in document_ids:
+        await jobs.forget_document(collection.id, document_id)
+    if document_ids:
+        await jobs.create(uuid.uuid4(), collection.id, "embed", document_ids)

@@ -1,0 +1,209 @@
+"""Collections: a row in chonkit's database and a collection in a vector store whose identity record
+describes it to every Ragu application. The identity in the store is the source of truth for readers
+(kappi); chonkit's row is how chonkit finds and repairs it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from uuid import UUID
+
+import msgspec
+
+import schemas
+from chonkit.collection.models import (
+    Collection,
+    CollectionCreate,
+    CollectionDetail,
+    EmbeddingModel,
+    IdentityCheck,
+    Providers,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+)
+from chonkit.collection.repository import CollectionRepository
+from common.embedders.base import EmbedderRegistry
+from common.errors import Conflict, InvalidInput, NotFound
+from common.vectors.base import SearchFilter
+from common.vectors.registry import VectorRegistry
+from schemas.models import Identity
+
+SEARCH_PROPERTIES = (
+    "content",
+    "document_id",
+    "document_name",
+    "chunk_index",
+    "page_start",
+    "page_end",
+    "heading_path",
+    "char_start",
+    "char_end",
+    "parent_content",
+)
+
+
+def identity_of(collection: Collection) -> Identity:
+    """The identity record a collection's row prescribes (``groups`` omitted when empty, as the schema requires)."""
+    return Identity(
+        collection_id=str(collection.id),
+        name=collection.name,
+        model=collection.model,
+        vectorProvider=collection.vector_provider,
+        embeddingProvider=collection.embedding_provider,
+        groups=list(collection.groups) if collection.groups else msgspec.UNSET,
+    )
+
+
+def check_groups(groups: list[str]) -> list[str]:
+    """Groups match exactly (case-sensitive, no trimming), so names with stray whitespace are refused."""
+    for group in groups:
+        if group != group.strip() or any(ch in group for ch in "\r\n\t\0"):
+            raise InvalidInput(
+                f"Group {group!r} has leading/trailing whitespace or control characters.", code="invalid_group"
+            )
+    return sorted(set(groups))
+
+
+def provider_catalog(vectors: VectorRegistry, embedders: EmbedderRegistry) -> Providers:
+    models = [
+        EmbeddingModel(provider=s.provider, model=s.model, dimension=s.dimension, max_tokens=s.max_tokens)
+        for provider in embedders.providers()
+        for s in embedders.models(provider)
+    ]
+    return Providers(vector_providers=vectors.providers(), embedding_models=models)
+
+
+class CollectionService:
+    def __init__(self, repo: CollectionRepository, vectors: VectorRegistry, embedders: EmbedderRegistry) -> None:
+        self.repo = repo
+        self.vectors = vectors
+        self.embedders = embedders
+
+    async def create(self, request: CollectionCreate) -> Collection:
+        store = self.vectors.get(request.vector_provider)
+        model = request.model or self.embedders.models(request.embedding_provider)[0].model
+        spec = self.embedders.spec(request.embedding_provider, model)
+        groups = check_groups(request.groups)
+        collection_id = uuid.uuid4()
+        try:
+            identity = Identity(
+                collection_id=str(collection_id),
+                name=request.name,
+                model=spec.model,
+                vectorProvider=request.vector_provider,
+                embeddingProvider=spec.provider,
+                groups=groups or msgspec.UNSET,
+            )
+        except (ValueError, msgspec.ValidationError) as exc:
+            raise InvalidInput(
+                f"Invalid collection name {request.name!r}: it must start with a capital ASCII letter and contain "
+                "only ASCII letters, digits and underscores.",
+                code="invalid_collection_name",
+            ) from exc
+        if await store.collection_exists(request.name):
+            raise Conflict(
+                f"A collection named {request.name!r} already exists in {request.vector_provider}.",
+                code="collection_exists",
+            )
+        collection = await self.repo.insert(
+            id=collection_id,
+            name=request.name,
+            vector_provider=request.vector_provider,
+            embedding_provider=spec.provider,
+            model=spec.model,
+            dimension=spec.dimension,
+            groups=groups,
+        )
+        await store.create_collection(identity, spec.dimension)
+        return collection
+
+    async def all(self) -> list[Collection]:
+        return await self.repo.all()
+
+    async def get(self, collection_id: UUID) -> Collection:
+        collection = await self.repo.get(collection_id)
+        if collection is None:
+            raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
+        return collection
+
+    async def detail(self, collection_id: UUID) -> CollectionDetail:
+        collection = await self.get(collection_id)
+        store = self.vectors.get(collection.vector_provider)
+        stored = await store.read_identity(collection.name)
+        violations = (
+            [] if stored is None else [f"{v.path or '/'}: {v.message}" for v in schemas.errors("identity", stored)]
+        )
+        if stored is None:
+            violations = ["the collection has no identity record in the vector store"]
+        check = IdentityCheck(
+            identity=stored,
+            valid=not violations,
+            violations=violations,
+            matches_database=stored == identity_of(collection).to_dict(),
+        )
+        count = await store.count(collection.name) if stored is not None else 0
+        return CollectionDetail(
+            collection=collection,
+            identity=check,
+            vector_count=count,
+            documents=await self.repo.documents(collection_id),
+        )
+
+    async def set_groups(self, collection_id: UUID, groups: list[str]) -> Collection:
+        """Replace the groups: the row, the identity record, then every chunk's copy — under the collection's
+        lock, so an embedding job cannot write chunks with the old groups in between."""
+        collection = await self.get(collection_id)
+        groups = check_groups(groups)
+        await self.repo.lock(collection_id)
+        await self.repo.set_groups(collection_id, groups)
+        await self.vectors.get(collection.vector_provider).set_groups(collection.name, groups)
+        return await self.get(collection_id)
+
+    async def delete(self, collection_id: UUID) -> None:
+        collection = await self.get(collection_id)
+        await self.repo.lock(collection_id)
+        await self.repo.delete(collection_id)
+        await self.vectors.get(collection.vector_provider).drop_collection(collection.name)
+
+    async def search(self, collection_id: UUID, request: SearchRequest) -> SearchResponse:
+        """The admin's retrieval test bench: no access filter, the collection's own embedding model."""
+        collection = await self.get(collection_id)
+        embedder = self.embedders.get(collection.embedding_provider, collection.model)
+        started = time.perf_counter()
+        vector = await embedder.embed_query(request.query)
+        embedded = time.perf_counter()
+        where = None
+        if request.document_ids:
+            where = SearchFilter(document_ids=frozenset(str(d) for d in request.document_ids))
+        hits = await self.vectors.get(collection.vector_provider).search(
+            collection.name,
+            vector.tolist(),
+            limit=request.limit,
+            properties=SEARCH_PROPERTIES,
+            max_distance=request.max_distance,
+            where=where,
+        )
+        searched = time.perf_counter()
+        return SearchResponse(
+            hits=[
+                SearchHit(
+                    score=h.score,
+                    distance=h.distance,
+                    document_id=h.payload.get("document_id", ""),
+                    document_name=h.payload.get("document_name"),
+                    chunk_index=h.payload.get("chunk_index"),
+                    content=h.payload.get("content", ""),
+                    page_start=h.payload.get("page_start"),
+                    page_end=h.payload.get("page_end"),
+                    heading_path=list(h.payload.get("heading_path") or []),
+                    char_start=h.payload.get("char_start"),
+                    char_end=h.payload.get("char_end"),
+                    parent_content=h.payload.get("parent_content"),
+                )
+                for h in hits
+            ],
+            embed_ms=round((embedded - started) * 1000, 3),
+            search_ms=round((searched - embedded) * 1000, 3),
+        )

@@ -1,0 +1,167 @@
+"""Cutting one stretch of text into windows of at most ``budget`` units sharing ``overlap`` units.
+
+The text is first divided into *atoms*: sentences when snapping (a sentence larger than the budget
+becomes words, a word larger than the budget becomes characters or tokens), else words or tokens.
+Atoms are measured in one batched tokenizer call, and windows are packed greedily with binary
+searches over cumulative sizes, so the Python work is per atom, never per character.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
+
+from chonkit.document.chunking.config import Unit
+from chonkit.document.chunking.sentences import sentence_spans, word_spans
+from chonkit.document.chunking.tokens import TokenCounter, TokenOffsets
+
+Spans = tuple[list[int], list[int]]
+
+_NON_SPACE = re.compile(r"\S")
+
+
+class Meter:
+    """Measures text in a config's unit; in tokens it remembers every count it has paid for."""
+
+    def __init__(self, unit: Unit, tokenizer: TokenCounter) -> None:
+        self.in_characters = unit == "characters"
+        self._tokenizer = tokenizer
+        self._offsets = tokenizer if isinstance(tokenizer, TokenOffsets) and not self.in_characters else None
+        self._counts: dict[str, int] = {}
+
+    def measure(self, texts: list[str]) -> list[int]:
+        return [len(text) for text in texts] if self.in_characters else self._count(texts)
+
+    def costs(self, text: str, starts: Sequence[int], ends: Sequence[int]) -> list[int]:
+        if self.in_characters:
+            return [end - start for start, end in zip(starts, ends, strict=True)]
+        return self._count([text[start:end] for start, end in zip(starts, ends, strict=True)])
+
+    def token_spans(self, text: str, start: int, end: int) -> Spans | None:
+        """Token atoms of ``text[start:end]``, each running up to the next token; None without offsets."""
+        if self._offsets is None:
+            return None
+        token_starts = list(
+            accumulate((start + first for first, _ in self._offsets.offsets([text[start:end]])[0]), max)
+        )
+        if not token_starts:
+            return [start], [end]
+        token_starts[0] = start  # anything the tokenizer dropped before the first token stays in the chunk
+        return token_starts, [*token_starts[1:], end]
+
+    def _count(self, texts: list[str]) -> list[int]:
+        known = self._counts
+        missing = [text for text in dict.fromkeys(texts) if text not in known]
+        if missing:
+            known.update(zip(missing, self._tokenizer.count(missing), strict=True))
+        return [known[text] for text in texts]
+
+
+def split_region(text: str, start: int, end: int, *, budget: int, overlap: int, snap: bool, meter: Meter) -> Spans:
+    """Windows over ``text[start:end]`` as parallel start and end offsets (edges may hold whitespace)."""
+    if not snap and meter.in_characters:
+        return _character_windows(text, start, end, budget, overlap)
+    if snap:
+        starts, ends = sentence_spans(text, start, end)
+        starts, ends, costs = _refine(text, starts, ends, budget, meter, into_words=True)
+    elif tokens := meter.token_spans(text, start, end):
+        starts, ends = tokens
+        costs = [1] * len(starts)
+    else:
+        starts, ends = word_spans(text, start, end)
+        starts, ends, costs = _refine(text, starts, ends, budget, meter, into_words=False)
+    if meter.in_characters:
+        lo, hi = starts, ends  # a window's size is its span, whitespace between atoms included
+    else:
+        hi = list(accumulate(costs))
+        lo = [total - cost for total, cost in zip(hi, costs, strict=True)]
+    first_last = _windows(lo, hi, budget, overlap)
+    return [starts[first] for first, _ in first_last], [ends[last] for _, last in first_last]
+
+
+def _character_windows(text: str, start: int, end: int, size: int, overlap: int) -> Spans:
+    """Exact windows of ``size`` characters, each starting on a non-space so none repeats the last."""
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    starts: list[int] = []
+    ends: list[int] = []
+    while first := _NON_SPACE.search(text, start, end):
+        starts.append(first.start())
+        ends.append(min(first.start() + size, end))
+        if ends[-1] == end:
+            break
+        start = ends[-1] - overlap
+    return starts, ends
+
+
+def _windows(lo: list[int], hi: list[int], budget: int, overlap: int) -> list[tuple[int, int]]:
+    """Greedy ``(first, last)`` atom ranges: atom ``i`` spans ``lo[i]..hi[i]`` on a cumulative scale."""
+    found: list[tuple[int, int]] = []
+    count = len(lo)
+    first = 0
+    while first < count:
+        last = max(first, bisect_right(hi, lo[first] + budget, first) - 1)  # an oversized atom stands alone
+        found.append((first, last))
+        if last == count - 1:
+            break
+        nxt = bisect_left(lo, hi[last] - overlap, first + 1, last + 1)
+        if hi[last + 1] - lo[nxt] > budget:  # keeping that much overlap would repeat this window
+            nxt = bisect_left(lo, hi[last + 1] - budget, nxt, last + 1)
+        first = nxt
+    return found
+
+
+def _refine(
+    text: str, starts: list[int], ends: list[int], budget: int, meter: Meter, *, into_words: bool
+) -> tuple[list[int], list[int], list[int]]:
+    """Replace atoms larger than ``budget`` by words (``into_words``) or by pieces of a word."""
+    costs = meter.costs(text, starts, ends)
+    if not costs or max(costs) <= budget:
+        return starts, ends, costs
+    out_starts: list[int] = []
+    out_ends: list[int] = []
+    out_costs: list[int] = []
+    for first, last, cost in zip(starts, ends, costs, strict=True):
+        if cost <= budget:
+            out_starts.append(first)
+            out_ends.append(last)
+            out_costs.append(cost)
+            continue
+        if into_words:
+            words = word_spans(text, first, last)
+            pieces = _refine(text, *words, budget, meter, into_words=False)
+        else:
+            pieces = _split_word(text, first, last, cost=cost, budget=budget, meter=meter)
+        out_starts += pieces[0]
+        out_ends += pieces[1]
+        out_costs += pieces[2]
+    return out_starts, out_ends, out_costs
+
+
+def _split_word(
+    text: str, start: int, end: int, *, cost: int, budget: int, meter: Meter
+) -> tuple[list[int], list[int], list[int]]:
+    """Cut a word larger than a whole window: at tokens when we know them, else in proportional slices."""
+    if meter.in_characters:
+        starts = list(range(start, end, budget))
+        ends = [*starts[1:], end]
+        return starts, ends, [last - first for first, last in zip(starts, ends, strict=True)]
+    if tokens := meter.token_spans(text, start, end):
+        return tokens[0], tokens[1], [1] * len(tokens[0])
+    length = end - start
+    if length == 1:
+        return [start], [end], [cost]  # one character worth several tokens cannot be cut further
+    step = max(1, min(length // 2, length * budget // cost))
+    starts = list(range(start, end, step))
+    ends = [*starts[1:], end]
+    out: tuple[list[int], list[int], list[int]] = ([], [], [])
+    for first, last, piece_cost in zip(starts, ends, meter.costs(text, starts, ends), strict=True):
+        if piece_cost <= budget:
+            pieces: tuple[list[int], list[int], list[int]] = ([first], [last], [piece_cost])
+        else:
+            pieces = _split_word(text, first, last, cost=piece_cost, budget=budget, meter=meter)
+        for bucket, part in zip(out, pieces, strict=True):
+            bucket.extend(part)
+    return out

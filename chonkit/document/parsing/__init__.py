@@ -1,0 +1,13 @@
+"""Document parsers: what an upload is (:func:`sniff`) and the text inside it (:func:`parse`).
+
+A pure library: bytes in, :class:`~chonkit.document.parsed.ParsedDocument` or an
+:class:`~common.errors.AppError` with a stable ``code`` out, so the upload API can reject broken,
+empty, encrypted or mislabelled files before storing them.
+"""
+
+from chonkit.document.parsing.config import PageRange, ParseConfig, validate_parse_config
+from chonkit.document.parsing.doctype import MEDIA_TYPES, DocumentType
+from chonkit.document.parsing.parser import parse
+from chonkit.document.parsing.sniffing import sniff
+
+__all__ = ["MEDIA_TYPES", "DocumentType", "PageRange", "ParseConfig", "parse", "sniff", "validate_parse_config"]

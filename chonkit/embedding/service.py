@@ -1,0 +1,70 @@
+"""Embedding jobs: what admins ask for (put documents into a collection, take them out) and what they watch."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from uuid import UUID
+
+from chonkit.embedding.models import EmbeddingReport, Job, JobCreated
+from chonkit.embedding.repository import JobRepository
+from common.db.database import Connection
+from common.errors import Conflict, NotFound
+
+
+class JobService:
+    def __init__(self, conn: Connection, *, wake_worker: Callable[[], None] = lambda: None) -> None:
+        self.jobs = JobRepository(conn)
+        self.conn = conn
+        self.wake_worker = wake_worker
+
+    async def enqueue(self, collection_id: UUID, kind: str, document_ids: list[UUID]) -> JobCreated:
+        """One durable job; documents already queued or running for this collection are not queued twice."""
+        unique = list(dict.fromkeys(document_ids))
+        if not await self.conn.fetchval("SELECT 1 FROM chonkit.collections WHERE id = $1", collection_id):
+            raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
+        if kind == "embed":
+            known = {
+                r["id"]
+                for r in await self.conn.fetch("SELECT id FROM chonkit.documents WHERE id = ANY($1::uuid[])", unique)
+            }
+            missing = [str(d) for d in unique if d not in known]
+            if missing:
+                raise NotFound(
+                    f"No document(s) {', '.join(missing)}; nothing was queued.",
+                    code="document_not_found",
+                    extra={"missing": missing},
+                )
+        job_id = uuid.uuid4()
+        skipped = await self.jobs.create(job_id, collection_id, kind, unique)
+        job = await self.jobs.get(job_id) if len(skipped) < len(unique) else None
+        if job is not None:
+            self.wake_worker()
+        return JobCreated(job=job, already_queued=skipped)
+
+    async def get(self, job_id: UUID) -> Job:
+        job = await self.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"No job {job_id}.", code="job_not_found")
+        return job
+
+    async def recent(self, collection_id: UUID | None, limit: int) -> list[Job]:
+        return await self.jobs.recent(collection_id, limit)
+
+    async def cancel(self, job_id: UUID) -> Job:
+        job = await self.get(job_id)
+        if job.status in {"done", "failed", "cancelled"}:
+            raise Conflict(f"Job {job_id} has already finished ({job.status}).", code="job_finished")
+        await self.jobs.cancel(job_id)
+        return await self.get(job_id)
+
+    async def retry_failed(self, job_id: UUID) -> Job:
+        job = await self.get(job_id)
+        if not any(item.stage == "failed" for item in job.items):
+            raise Conflict(f"Job {job_id} has no failed documents to retry.", code="nothing_to_retry")
+        await self.jobs.retry_failed(job_id)
+        self.wake_worker()
+        return await self.get(job_id)
+
+    async def reports(self, collection_id: UUID, document_id: UUID | None) -> list[EmbeddingReport]:
+        return await self.jobs.reports(collection_id, document_id)

@@ -1,0 +1,354 @@
+"""The embedding worker: claims one document of a job at a time and takes it through
+parsing → chunking → embedding → writing, durably.
+
+Crash safety comes from three facts: a claim is a row update (``FOR UPDATE SKIP LOCKED``); a running
+item's heartbeat stops when its worker dies, so another worker takes it over after
+six heartbeats; and point ids are derived from (collection, document, chunk index, content hash),
+so redoing a document overwrites the same points instead of adding new ones. The final write — vector
+store, parent chunks, the ``collection_documents`` row and the item's ``done`` — happens under the
+collection's advisory lock in one transaction, which also serialises it with group changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from chonkit.collection.models import Collection
+from chonkit.collection.repository import CollectionRepository
+from chonkit.collection.service import identity_of
+from chonkit.document.chunking import ChunkResult, chunk, default_chunk_config, validate_chunk_config
+from chonkit.document.models import Document
+from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.repository import DocumentRepository
+from chonkit.document.storage import BlobStore
+from chonkit.embedding.repository import ClaimedItem, JobRepository
+from common.db import Database
+from common.embedders.base import Embedder, EmbedderRegistry
+from common.errors import AppError, InvalidInput, Unavailable
+from common.vectors.base import VectorRecord
+from common.vectors.registry import VectorRegistry
+
+logger = logging.getLogger(__name__)
+
+POINT_NAMESPACE = uuid.UUID("5b0c6a52-6f1d-4c1e-9a57-2f5d0b6a9c3e")
+MAX_ATTEMPTS = 5
+EMBED_BATCH = 64
+WRITE_BATCH = 256
+
+
+def point_id(collection_id: UUID, document_id: UUID, chunk_index: int, content_hash: str) -> str:
+    """The same chunk of the same document version always gets the same id, in every retry."""
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{collection_id}:{document_id}:{chunk_index}:{content_hash}"))
+
+
+def config_hash(parse_config: Any, chunk_config: Any, model: str) -> str:
+    """Changes when anything that shapes the vectors changes (so an unchanged document can be skipped)."""
+    encoded = msgspec.json.encode([parse_config, chunk_config, model], order="sorted")
+    return hashlib.sha256(encoded).hexdigest()[:32]
+
+
+class _Stop(Exception):
+    """Processing must stop: cancelled, or our claim was lost to another worker."""
+
+    def __init__(self, stage: str | None) -> None:
+        super().__init__(stage)
+        self.stage = stage
+
+
+class EmbeddingWorker:
+    def __init__(
+        self,
+        db: Database,
+        blobs: BlobStore,
+        embedders: EmbedderRegistry,
+        vectors: VectorRegistry,
+        *,
+        name: str | None = None,
+        heartbeat_seconds: float = 5.0,
+    ) -> None:
+        self.db = db
+        self.blobs = blobs
+        self.embedders = embedders
+        self.vectors = vectors
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.heartbeat_seconds = heartbeat_seconds
+        self.stale_after = timedelta(seconds=heartbeat_seconds * 6)
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """New work was queued in this process: skip the rest of the idle wait."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event, *, idle_seconds: float = 1.0) -> None:
+        """Work until ``stop`` is set; a lost database or vector store is waited out, never fatal."""
+        backoff = idle_seconds
+        while not stop.is_set():
+            try:
+                worked = await self.run_once()
+                backoff = idle_seconds
+            except Unavailable as exc:
+                logger.warning("worker waiting for a dependency: %s", exc.detail)
+                worked, backoff = False, min(backoff * 2, 30.0)
+            if not worked:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
+
+    async def run_once(self) -> bool:
+        """Process one job item; False when there was nothing to do."""
+        async with self.db.transaction() as conn:
+            item = await JobRepository(conn).claim(self.name, self.stale_after)
+        if item is None:
+            return False
+        lost = asyncio.Event()
+        beat = asyncio.create_task(self._beat(item, lost))
+        try:
+            await self._process(item, lost)
+        except _Stop as stop:
+            if stop.stage is not None:
+                await self._finish(item, stop.stage)
+        except AppError as exc:
+            if exc.status >= 500:
+                await self._finish(item, "queued", error_code=exc.code, error=exc.detail)
+                raise
+            await self._finish(item, "failed", error_code=exc.code, error=exc.detail)
+        except Exception as exc:
+            logger.exception("embedding failed on %s", item.document_id)
+            await self._finish(item, "failed", error_code="internal_error", error=f"Unexpected error: {exc}")
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        return True
+
+    async def _beat(self, item: ClaimedItem, lost: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                async with self.db.transaction() as conn:
+                    if not await JobRepository(conn).heartbeat(item, self.name):
+                        lost.set()
+                        return
+            except Unavailable:
+                logger.warning("heartbeat missed for %s", item.document_id)
+
+    async def _finish(self, item: ClaimedItem, stage: str, **fields: Any) -> None:
+        async with self.db.transaction() as conn:
+            await JobRepository(conn).set_stage(item, self.name, stage, **fields)
+
+    async def _stage(self, item: ClaimedItem, lost: asyncio.Event, stage: str, **fields: Any) -> None:
+        """Enter ``stage`` unless the job was cancelled or our claim lost."""
+        async with self.db.transaction() as conn:
+            jobs = JobRepository(conn)
+            if lost.is_set():
+                raise _Stop(None)
+            if await jobs.cancel_requested(item.job_id):
+                raise _Stop("cancelled")
+            if not await jobs.set_stage(item, self.name, stage, **fields):
+                raise _Stop(None)
+
+    async def _process(self, item: ClaimedItem, lost: asyncio.Event) -> None:
+        if item.attempts > MAX_ATTEMPTS:
+            raise InvalidInput(
+                f"Processing stopped {MAX_ATTEMPTS} times without finishing (the worker crashed or was killed).",
+                code="too_many_attempts",
+            )
+        async with self.db.transaction() as conn:
+            collection = await CollectionRepository(conn).get(item.collection_id)
+            document = await DocumentRepository(conn).get(item.document_id)
+            saved = await DocumentRepository(conn).get_config(item.document_id)
+            state = await JobRepository(conn).embedded_state(item.collection_id, item.document_id)
+        if collection is None:
+            raise _Stop("cancelled")
+        if item.kind == "remove":
+            await self._remove(item, collection)
+            return
+        if document is None or saved is None:
+            raise InvalidInput("The document was deleted before it could be embedded.", code="document_not_found")
+        await self._embed(item, lost, collection=collection, document=document, saved=saved, state=state)
+
+    async def _remove(self, item: ClaimedItem, collection: Collection) -> None:
+        store = self.vectors.get(collection.vector_provider)
+        async with self.db.transaction() as conn:
+            await CollectionRepository(conn).lock(collection.id)
+            await store.delete_document(collection.name, str(item.document_id))
+            jobs = JobRepository(conn)
+            await jobs.forget_document(collection.id, item.document_id)
+            await jobs.set_stage(item, self.name, "done", chunks=0)
+
+    async def _embed(
+        self,
+        item: ClaimedItem,
+        lost: asyncio.Event,
+        *,
+        collection: Collection,
+        document: Document,
+        saved: tuple[Any, Any],
+        state: tuple[str, str, int] | None,
+    ) -> None:
+        timings: dict[str, float] = {}
+        embedder = self.embedders.get(collection.embedding_provider, collection.model)
+        if embedder.dimension != collection.dimension:
+            raise InvalidInput(
+                f"The model {collection.model} makes {embedder.dimension}-d vectors but the collection holds "
+                f"{collection.dimension}-d ones.",
+                code="dimension_mismatch",
+            )
+        parse_config = msgspec.convert(saved[0] or {}, ParseConfig)
+        chunk_config = validate_chunk_config(saved[1]) if saved[1] else default_chunk_config()
+        digest = config_hash(saved[0], msgspec.to_builtins(chunk_config), collection.model)
+        store = self.vectors.get(collection.vector_provider)
+        unchanged = state is not None and state[:2] == (document.sha256, digest)
+        if unchanged and state and await store.count(collection.name, document_id=str(document.id)) == state[2]:
+            await self._finish(item, "skipped", chunks=state[2], timings=timings)
+            return
+
+        started = time.perf_counter()
+        data = await asyncio.to_thread(self.blobs.get, document.sha256)
+        parsed = await asyncio.to_thread(parse, data, DocumentType(document.doc_type), parse_config)
+        timings["parse_ms"] = _ms(started)
+
+        await self._stage(item, lost, "chunking", timings=timings)
+        started = time.perf_counter()
+        result = await asyncio.to_thread(chunk, parsed, chunk_config, embedder, max_tokens=embedder.max_tokens)
+        timings["chunk_ms"] = _ms(started)
+        _refuse_oversized(result, embedder)
+
+        await self._stage(item, lost, "embedding", timings=timings, chunks=len(result.chunks))
+        started = time.perf_counter()
+        vectors: list[list[float]] = []
+        for batch_start in range(0, len(result.chunks), EMBED_BATCH):
+            batch = result.chunks[batch_start : batch_start + EMBED_BATCH]
+            vectors.extend((await embedder.embed_documents([c.text for c in batch])).tolist())
+            if lost.is_set():
+                raise _Stop(None)
+        timings["embed_ms"] = _ms(started)
+        tokens = sum(c.token_count for c in result.chunks)
+
+        await self._stage(item, lost, "writing", timings=timings, tokens=tokens)
+        started = time.perf_counter()
+        await self._write(
+            item,
+            collection=collection,
+            document=document,
+            result=result,
+            vectors=vectors,
+            digest=digest,
+            timings=timings,
+            tokens=tokens,
+            started=started,
+        )
+
+    async def _write(
+        self,
+        item: ClaimedItem,
+        *,
+        collection: Collection,
+        document: Document,
+        result: ChunkResult,
+        vectors: list[list[float]],
+        digest: str,
+        timings: dict[str, float],
+        tokens: int,
+        started: float,
+    ) -> None:
+        store = self.vectors.get(collection.vector_provider)
+        async with self.db.transaction() as conn:
+            collections = CollectionRepository(conn)
+            await collections.lock(collection.id)
+            current = await collections.get(collection.id)  # groups as of now, not as of the job's start
+            if current is None:
+                raise _Stop("cancelled")
+            if await DocumentRepository(conn).get(document.id) is None:
+                raise InvalidInput("The document was deleted while it was being embedded.", code="document_deleted")
+            identity = identity_of(current).to_dict()
+            parents = {p.index: p for p in result.parents}
+            records = [
+                VectorRecord(
+                    id=point_id(collection.id, document.id, c.index, _content_hash(c.text)),
+                    vector=vector,
+                    payload={
+                        **identity,
+                        "content": c.text,
+                        "document_id": str(document.id),
+                        "document_name": document.name,
+                        "document_sha256": document.sha256,
+                        "chunk_index": c.index,
+                        "char_start": c.char_start,
+                        "char_end": c.char_end,
+                        "page_start": c.page_start,
+                        "page_end": c.page_end,
+                        "heading_path": list(c.heading_path),
+                        "token_count": c.token_count,
+                        "content_hash": _content_hash(c.text),
+                        "parent_index": c.parent_index,
+                        "parent_content": None if c.parent_index is None else parents[c.parent_index].content,
+                    },
+                )
+                for c, vector in zip(result.chunks, vectors, strict=True)
+            ]
+            await store.delete_document(collection.name, str(document.id))
+            for batch_start in range(0, len(records), WRITE_BATCH):
+                await store.upsert(collection.name, records[batch_start : batch_start + WRITE_BATCH])
+            jobs = JobRepository(conn)
+            await jobs.replace_parents(
+                collection.id,
+                document.id,
+                [
+                    (p.index, p.content, p.char_start, p.char_end, p.page_start, p.page_end, list(p.heading_path))
+                    for p in result.parents
+                ],
+            )
+            await jobs.record_embedded(collection.id, document.id, document.sha256, digest, len(records))
+            timings["write_ms"] = _ms(started)
+            total_ms = sum(timings.values())
+            await jobs.add_report(
+                item, model=collection.model, tokens=tokens, vectors=len(records), duration_ms=total_ms
+            )
+            if not await jobs.set_stage(item, self.name, "done", timings=timings):
+                raise _Stop(None)  # taken over meanwhile: roll back; the new owner writes the same points
+
+
+def _refuse_oversized(result: ChunkResult, embedder: Embedder) -> None:
+    if result.oversized:
+        first = result.chunks[result.oversized[0]]
+        raise InvalidInput(
+            f"{len(result.oversized)} chunk(s) exceed the {embedder.max_tokens}-token limit of {embedder.model} "
+            f"(chunk {first.index} has {first.token_count} tokens); choose a smaller chunk size — chunks are "
+            "never silently truncated.",
+            code="chunks_too_long",
+            extra={"oversized": result.oversized},
+        )
+
+
+def _content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+async def _first(*waits: Awaitable[Any]) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+WorkerFactory = Callable[[], EmbeddingWorker]

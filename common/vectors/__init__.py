@@ -1,0 +1,28 @@
+"""Vector stores behind one port (:mod:`common.vectors.base`); each adapter lives in its own module and is
+imported by whoever builds it, so no vendor SDK loads with this package."""
+
+from common.vectors.base import (
+    CHUNK_EXTRAS,
+    FILTERABLE,
+    IDENTITY_ID,
+    IDENTITY_PROPERTIES,
+    TEXT_PROPERTIES,
+    SearchFilter,
+    SearchHit,
+    VectorRecord,
+    VectorStore,
+    identity_vector,
+)
+
+__all__ = [
+    "CHUNK_EXTRAS",
+    "FILTERABLE",
+    "IDENTITY_ID",
+    "IDENTITY_PROPERTIES",
+    "TEXT_PROPERTIES",
+    "SearchFilter",
+    "SearchHit",
+    "VectorRecord",
+    "VectorStore",
+    "identity_vector",
+]

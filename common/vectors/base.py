@@ -1,0 +1,157 @@
+"""The vector-store port: what chonkit and kappi need from pgvector, Qdrant or Weaviate, in our own types.
+
+Every Ragu collection holds one **identity record** at :data:`IDENTITY_ID` whose properties are the
+collection's :class:`~schemas.models.Identity` (validated against ``schemas/`` before every write) and
+whose vector is :func:`identity_vector` — a unit vector every provider accepts. It never appears in
+searches, counts or document listings. Every chunk record carries the identity properties too
+(``collection_id``, ``name``, ``model``, ``vectorProvider``, ``embeddingProvider``, ``groups``) plus the
+text payload (``content``, ``document_id``) plus our extras (:data:`CHUNK_EXTRAS`); queries therefore
+always name the properties they want back.
+
+Vendor types (qdrant_client.models, weaviate classes, asyncpg records) never cross this port.
+Distances are cosine distances (``1 - cosine similarity``, 0 = identical); scores are similarities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from schemas.models import Identity
+
+IDENTITY_ID = "00000000-0000-0000-0000-000000000000"
+"""The nil UUID: the identity record's id in every collection."""
+
+IDENTITY_PROPERTIES = ("collection_id", "name", "model", "vectorProvider", "embeddingProvider", "groups")
+TEXT_PROPERTIES = ("content", "document_id")
+CHUNK_EXTRAS = (
+    "chunk_index",  # int: position of the chunk in its document
+    "char_start",  # int
+    "char_end",  # int
+    "page_start",  # int | None
+    "page_end",  # int | None
+    "heading_path",  # list[str]
+    "token_count",  # int
+    "content_hash",  # str: sha256 of content, for incremental re-embedding
+    "document_sha256",  # str: which version of the document the chunk came from
+    "document_name",  # str: for citations, so kappi needs nothing but the vector store
+    "parent_index",  # int | None: parent/child chunking
+    "parent_content",  # str | None: the parent's text, so kappi reads it without chonkit's database
+)
+"""Our own payload fields beside the contract's; adapters store them as they are and may index some."""
+
+FILTERABLE = ("document_id", "groups")
+"""Payload fields we filter on; adapters index them (Qdrant payload indexes, Weaviate filterable, SQL)."""
+
+
+def identity_vector(dimension: int) -> list[float]:
+    """``[1, 0, 0, …]``: unit length (cosine-safe everywhere), never a zero vector."""
+    return [1.0] + [0.0] * (dimension - 1)
+
+
+class VectorRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One chunk to write. ``id`` is a UUID string chosen by the caller (deterministic: retries overwrite)."""
+
+    id: str
+    vector: Sequence[float]
+    payload: dict[str, Any]
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    score: float
+    """Cosine similarity, higher is closer."""
+    distance: float
+    """Cosine distance ``1 - score``."""
+    payload: dict[str, Any]
+    """Only the properties asked for (missing ones are absent, not None)."""
+
+
+class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Payload conditions, AND-ed. ``None`` means "no condition on that field"."""
+
+    readable_by: frozenset[str] | None = None
+    """Access filter on the chunk's own copy of ``groups``: keep chunks with no ``groups`` property, or
+    whose groups intersect this set. An empty set keeps only chunks without groups. ``None`` = no filter
+    (chonkit's admin test bench only; kappi always sets it)."""
+    document_ids: frozenset[str] | None = None
+    """Keep only chunks of these documents."""
+
+
+class VectorStore(Protocol):
+    """One provider's adapter. Collection names are identity names (``^[A-Z][a-zA-Z0-9_]*$``)."""
+
+    @property
+    def provider(self) -> str:
+        """The identity's ``vectorProvider`` string this adapter serves (``pgvector``, ``qdrant``, ``weaviate``)."""
+        ...
+
+    async def create_collection(self, identity: Identity, dimension: int) -> None:
+        """Create the collection (cosine distance, ``dimension``-d vectors, payload indexes on
+        :data:`FILTERABLE`) and write its identity record. ``Conflict(code="collection_exists")`` if a
+        collection of that name already exists in this store."""
+        ...
+
+    async def collection_exists(self, name: str) -> bool: ...
+
+    async def read_identity(self, name: str) -> dict[str, Any] | None:
+        """The identity record's properties as stored (unvalidated: callers validate and report), or
+        ``None`` when the collection or its identity record does not exist."""
+        ...
+
+    async def write_identity(self, identity: Identity) -> None:
+        """Replace the identity record (validated against ``schemas`` first; invalid → ``InvalidInput``)."""
+        ...
+
+    async def set_groups(self, name: str, groups: Sequence[str]) -> None:
+        """Rewrite ``groups`` on the identity and on every chunk; an empty list removes the property
+        (the schema requires at least one item when present). The identity is written first."""
+        ...
+
+    async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
+        """Insert or overwrite chunk records by id. Callers batch (a few hundred records per call);
+        adapters may split further to respect their API limits."""
+        ...
+
+    async def delete_document(self, name: str, document_id: str) -> None:
+        """Remove every chunk of a document (idempotent)."""
+        ...
+
+    async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
+        """Remove chunks by id (idempotent; the identity id is refused with ``InvalidInput``)."""
+        ...
+
+    async def count(self, name: str, *, document_id: str | None = None) -> int:
+        """Chunks in the collection (or of one document); never counts the identity."""
+        ...
+
+    async def document_ids(self, name: str) -> dict[str, int]:
+        """Chunk count per ``document_id`` (for reconciliation with chonkit's database)."""
+        ...
+
+    async def search(
+        self,
+        name: str,
+        vector: Sequence[float],
+        *,
+        limit: int,
+        properties: Sequence[str],
+        max_distance: float | None = None,
+        where: SearchFilter | None = None,
+    ) -> list[SearchHit]:
+        """Top-``limit`` chunks by cosine distance, closest first, ties broken by id ascending; only
+        hits with ``distance <= max_distance`` when given; never the identity record."""
+        ...
+
+    async def drop_collection(self, name: str) -> None:
+        """Delete the collection and everything in it (idempotent)."""
+        ...
+
+    async def list_identities(self) -> list[Identity]:
+        """Identities of every collection in this store that carries a *valid* Ragu identity record;
+        collections without one (not ours) are skipped and never modified."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,86 @@
+"""The vector stores a process can use, keyed by the identity's ``vectorProvider`` string."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+
+from common.config import Settings
+from common.errors import InvalidInput
+from common.vectors.base import VectorStore
+
+
+class VectorRegistry:
+    def __init__(
+        self, stores: Mapping[str, VectorStore], *, closers: Sequence[Callable[[], Awaitable[None]]] = ()
+    ) -> None:
+        self._stores = dict(stores)
+        self._closers = list(closers)
+
+    def providers(self) -> list[str]:
+        return sorted(self._stores)
+
+    def get(self, provider: str) -> VectorStore:
+        try:
+            return self._stores[provider]
+        except KeyError:
+            raise InvalidInput(
+                f"Unknown vector provider {provider!r}; available: {', '.join(self.providers())}.",
+                code="unknown_vector_provider",
+                extra={"available": self.providers()},
+            ) from None
+
+    async def close(self) -> None:
+        for store in self._stores.values():
+            await store.close()
+        for close in self._closers:
+            await close()
+
+
+async def open_vector_registry(settings: Settings) -> VectorRegistry:
+    """pgvector on the Ragu database (its own small pool), Qdrant (server or local mode), and Weaviate
+    when a URL is configured. Requires ``settings.database_url`` to be resolved."""
+    import asyncpg
+    from qdrant_client import AsyncQdrantClient
+
+    from common.db.database import init_connection
+    from common.vectors.pgvector import PgVectorStore
+    from common.vectors.qdrant import QdrantStore
+
+    if not settings.database_url:
+        raise RuntimeError("database_url must be resolved before opening vector stores")
+    pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=8, init=init_connection)
+    stores: dict[str, VectorStore] = {"pgvector": PgVectorStore(pool)}
+    if settings.qdrant_url:
+        qdrant = AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key)
+    else:
+        path = Path(settings.qdrant_path or settings.data_path / "qdrant")
+        await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
+        qdrant = AsyncQdrantClient(path=str(path))
+    stores["qdrant"] = QdrantStore(qdrant)
+    if settings.weaviate_url:
+        stores["weaviate"] = await _weaviate(settings)
+    return VectorRegistry(stores, closers=[pool.close])
+
+
+async def _weaviate(settings: Settings) -> VectorStore:
+    from urllib.parse import urlsplit
+
+    import weaviate
+    from weaviate.classes.init import Auth
+
+    from common.vectors.weaviate import WeaviateStore
+
+    url = urlsplit(settings.weaviate_url or "")
+    client = weaviate.use_async_with_custom(
+        http_host=url.hostname or "localhost",
+        http_port=url.port or (443 if url.scheme == "https" else 80),
+        http_secure=url.scheme == "https",
+        grpc_host=url.hostname or "localhost",
+        grpc_port=settings.weaviate_grpc_port,
+        grpc_secure=url.scheme == "https",
+        auth_credentials=Auth.api_key(settings.weaviate_api_key) if settings.weaviate_api_key else None,
+    )
+    await client.connect()
+    return WeaviateStore(client)

@@ -1,0 +1,82 @@
+"""``ragu worker`` and ``ragu reconcile``: chonkit's background work outside the web process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import msgspec
+
+from chonkit.collection.reconcile import ReconcileReport, reconcile
+from chonkit.document.storage import BlobStore
+from chonkit.embedding.worker import EmbeddingWorker
+from common.clients import SharedClients
+from common.config import Settings
+from common.db import PoolDatabase
+from common.logs import configure_logging
+from ragu.serve import prepare_database
+
+logger = logging.getLogger(__name__)
+
+
+def run_worker(settings: Settings) -> None:
+    """Claim and process embedding work until SIGTERM/SIGINT; the current document finishes or is
+    taken over by another worker after its heartbeat stops."""
+    configure_logging(settings.log_level, settings.log_format)
+    settings, embedded = prepare_database(settings)
+    try:
+        asyncio.run(_work(settings))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _work(settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    db = await PoolDatabase.connect(_url(settings), min_size=1, max_size=4)
+    clients = SharedClients(settings)
+    try:
+        async with clients.opened():
+            worker = EmbeddingWorker(
+                db,
+                BlobStore(settings.data_path / "documents"),
+                clients.embedders,
+                clients.vectors,
+                heartbeat_seconds=settings.worker_heartbeat_seconds,
+            )
+            logger.info("worker %s started", worker.name)
+            await worker.run(stop)
+    finally:
+        await db.close()
+
+
+def run_reconcile(settings: Settings, *, repair: bool) -> ReconcileReport:
+    settings, embedded = prepare_database(settings)
+    try:
+        return asyncio.run(_reconcile(settings, repair=repair))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _reconcile(settings: Settings, *, repair: bool) -> ReconcileReport:
+    db = await PoolDatabase.connect(_url(settings), min_size=1, max_size=2)
+    try:
+        async with SharedClients(settings).opened() as clients:
+            return await reconcile(db, clients.vectors, repair=repair)
+    finally:
+        await db.close()
+
+
+def _url(settings: Settings) -> str:
+    if not settings.database_url:
+        raise RuntimeError("prepare_database resolves the URL first")
+    return settings.database_url
+
+
+def print_report(report: ReconcileReport) -> None:
+    print(msgspec.json.format(msgspec.json.encode(report)).decode())

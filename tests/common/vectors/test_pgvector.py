@@ -1,0 +1,334 @@
+"""What the contract suite cannot see: pgvector's tables and indexes, sharing across processes, volume,
+approximate search under selective filters, names that must never reach SQL, and migration 0003."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import numpy as np
+import pytest
+from pgvector import Vector
+
+from common.db import migrate as migrations
+from common.db.database import Pool, init_connection
+from common.db.embedded import ensure_database, with_database
+from common.errors import Conflict, InvalidInput, Unavailable
+from common.vectors import SearchFilter, VectorRecord
+from common.vectors.pgvector import PgVectorStore
+from schemas.models import Identity
+
+DIM = 32
+
+
+@pytest.fixture(scope="session")
+async def pool(database_url: str) -> AsyncIterator[Pool]:
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4, init=init_connection)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture(scope="session")
+async def other_pool(database_url: str) -> AsyncIterator[Pool]:
+    """A second pool: what kappi's process holds while chonkit's holds the first."""
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2, init=init_connection)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture
+async def store(pool: Pool) -> AsyncIterator[PgVectorStore]:
+    store = PgVectorStore(pool)
+    yield store
+    async with pool.acquire() as conn:
+        names = await conn.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'vectors' AND tablename LIKE 'Pg_%'"
+        )
+        for row in names:
+            await conn.execute(f'DROP TABLE vectors."{row["tablename"]}"')
+
+
+def new_identity(groups: list[str] | None = None) -> Identity:
+    name = f"Pg_{uuid.uuid4().hex[:8]}"
+    identity = Identity(
+        collection_id=str(uuid.uuid4()), name=name, model="m", vectorProvider="pgvector", embeddingProvider="e"
+    )
+    return identity if groups is None else Identity(**{**identity.to_dict(), "groups": groups})
+
+
+def random_records(count: int, *, seed: int, groups_of: dict[int, list[str]] | None = None) -> list[VectorRecord]:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
+    records = []
+    for n, vector in enumerate(vectors):
+        payload = {"content": f"chunk {n}", "document_id": f"doc-{n % 10}", "chunk_index": n}
+        if groups_of and n in groups_of:
+            payload["groups"] = groups_of[n]
+        records.append(VectorRecord(id=str(uuid.UUID(int=n + 1)), vector=vector, payload=payload))
+    return records
+
+
+async def test_a_collection_is_a_table_with_hnsw_document_and_groups_indexes(store: PgVectorStore, pool: Pool) -> None:
+    identity = new_identity()
+    await store.create_collection(identity, DIM)
+
+    async with pool.acquire() as conn:
+        columns = await conn.fetch(
+            "SELECT attname, format_type(atttypid, atttypmod) AS type, attnotnull, attstorage FROM pg_attribute "
+            "WHERE attrelid = $1::regclass AND attnum > 0 ORDER BY attnum",
+            f'vectors."{identity.name}"',
+        )
+        indexes = {
+            row["indexdef"].split(" USING ")[1]
+            for row in await conn.fetch(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = 'vectors' AND tablename = $1", identity.name
+            )
+        }
+
+    assert [tuple(row) for row in columns] == [
+        ("id", "uuid", True, b"p"),
+        ("embedding", f"vector({DIM})", True, b"p"),  # plain: TOAST moves a long payload, never the vector
+        ("payload", "jsonb", True, b"x"),
+    ]
+    assert indexes == {
+        "btree (id)",
+        "hnsw (embedding vector_cosine_ops)",
+        "btree (((payload ->> 'document_id'::text)))",
+        "gin (((payload -> 'groups'::text)))",
+    }
+
+
+async def test_two_pools_share_collections_like_two_processes(store: PgVectorStore, other_pool: Pool) -> None:
+    chonkit, kappi = store, PgVectorStore(other_pool)
+    identity = new_identity(["hr"])
+
+    await chonkit.create_collection(identity, DIM)
+    await chonkit.upsert(identity.name, random_records(20, seed=1))
+
+    assert await kappi.collection_exists(identity.name)
+    assert identity in await kappi.list_identities()
+    assert await kappi.count(identity.name) == 20
+    hits = await kappi.search(identity.name, random_records(1, seed=1)[0].vector, limit=1, properties=["content"])
+    assert [(hit.id, hit.payload) for hit in hits] == [(str(uuid.UUID(int=1)), {"content": "chunk 0"})]
+
+    await kappi.set_groups(identity.name, ["ops"])
+    assert (await chonkit.read_identity(identity.name) or {})["groups"] == ["ops"]
+
+
+async def test_concurrent_creates_of_one_name_leave_one_collection(store: PgVectorStore, other_pool: Pool) -> None:
+    identity = new_identity()
+
+    results = await asyncio.gather(
+        store.create_collection(identity, DIM),
+        PgVectorStore(other_pool).create_collection(identity, DIM),
+        return_exceptions=True,
+    )
+
+    assert sorted(type(result).__name__ for result in results) == ["Conflict", "NoneType"]
+    assert all(result.code == "collection_exists" for result in results if isinstance(result, Conflict))
+    assert await store.read_identity(identity.name) == identity.to_dict()
+
+
+async def test_upsert_of_2000_records_in_batches(store: PgVectorStore) -> None:
+    identity = new_identity()
+    await store.create_collection(identity, DIM)
+    records = random_records(2000, seed=2)
+
+    for start in range(0, len(records), 250):
+        await store.upsert(identity.name, records[start : start + 250])
+    await store.upsert(identity.name, records[:250])  # a retried batch changes nothing
+
+    assert await store.count(identity.name) == 2000
+    assert await store.document_ids(identity.name) == {f"doc-{n}": 200 for n in range(10)}
+
+
+async def test_an_id_repeated_in_one_upsert_keeps_its_last_record(store: PgVectorStore) -> None:
+    identity = new_identity()
+    await store.create_collection(identity, DIM)
+    first, second = random_records(2, seed=6)
+    again = VectorRecord(id=first.id, vector=second.vector, payload={**first.payload, "content": "last"})
+
+    await store.upsert(identity.name, [first, second, again])
+
+    assert await store.count(identity.name) == 2
+    hits = await store.search(identity.name, second.vector, limit=2, properties=["content"])
+    assert [(hit.id, hit.payload["content"]) for hit in hits] == sorted([(first.id, "last"), (second.id, "chunk 1")])
+
+
+async def test_a_selective_filter_still_fills_the_limit_with_the_exact_neighbours(
+    store: PgVectorStore, database_url: str
+) -> None:
+    """3,000 chunks, 50 readable: HNSW's first 40 candidates hold about one; the iterative scan finds 20.
+
+    On a collection this small the planner may rightly prefer an exact sequential scan, so the search runs
+    on connections where that plan is off, as it is in effect on a large collection.
+    """
+    identity = new_identity()
+    await store.create_collection(identity, DIM)
+    readable = set(range(0, 3000, 60))
+    groups_of = {n: ["hr"] if n in readable else ["secret"] for n in range(3000)}
+    records = random_records(3000, seed=3, groups_of=groups_of)
+    for start in range(0, len(records), 500):
+        await store.upsert(identity.name, records[start : start + 500])
+    query = np.random.default_rng(4).standard_normal(DIM).astype(np.float32).tolist()
+    settings = {"enable_seqscan": "off"}
+    async with asyncpg.create_pool(
+        database_url, min_size=1, max_size=1, init=init_connection, server_settings=settings
+    ) as pool:
+        hits = await PgVectorStore(pool).search(
+            identity.name, query, limit=20, properties=[], where=SearchFilter(readable_by=frozenset({"hr"}))
+        )
+        async with pool.acquire() as conn:  # the same walk without the iterative scan comes up short
+            plain = await conn.fetch(
+                f'SELECT id FROM vectors."{identity.name}" '
+                "WHERE payload->'groups' IS NULL OR payload->'groups' ?| $2 ORDER BY embedding <=> $1 LIMIT 20",
+                Vector(query),
+                ["hr"],
+            )
+
+    vectors = np.array([records[n].vector for n in sorted(readable)], dtype=np.float64)
+    distances = 1 - vectors @ np.array(query) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(query))
+    exact = [str(uuid.UUID(int=n + 1)) for _, n in sorted(zip(distances, sorted(readable), strict=True))[:20]]
+    assert len(hits) == 20
+    assert len({hit.id for hit in hits} & set(exact)) >= 18  # HNSW is approximate; recall stays high
+    assert [hit.distance for hit in hits] == sorted(hit.distance for hit in hits)
+    assert len(plain) < 20
+
+
+async def test_set_groups_leaves_chunks_that_already_carry_them_untouched(store: PgVectorStore, pool: Pool) -> None:
+    identity = new_identity(["hr"])
+    await store.create_collection(identity, DIM)
+    await store.upsert(identity.name, random_records(5, seed=5, groups_of={n: ["hr"] for n in range(5)}))
+    table = f'vectors."{identity.name}"'
+    xmin = f"SELECT id, xmin::text FROM {table} WHERE id <> '00000000-0000-0000-0000-000000000000'"
+    async with pool.acquire() as conn:
+        before = await conn.fetch(xmin)
+
+        await store.set_groups(identity.name, ["hr"])
+
+        assert await conn.fetch(xmin) == before
+
+
+@pytest.mark.parametrize("name", ["bad", 'Evil"; DROP SCHEMA vectors CASCADE; --', "Name\n", "A" * 64, "Ünïcode"])
+async def test_names_that_are_not_collection_names_never_reach_sql(store: PgVectorStore, name: str) -> None:
+    assert not await store.collection_exists(name)
+    assert await store.read_identity(name) is None
+    await store.drop_collection(name)
+    with pytest.raises(InvalidInput) as raised:
+        await store.count(name)
+    assert raised.value.code == "invalid_collection_name"
+
+
+async def test_the_longest_postgres_identifier_is_a_valid_name(store: PgVectorStore) -> None:
+    identity = Identity(**{**new_identity().to_dict(), "name": "Pg_" + "x" * 60})
+
+    await store.create_collection(identity, DIM)
+
+    assert await store.read_identity(identity.name) == identity.to_dict()
+
+
+@pytest.mark.parametrize("dimension", [0, 2001])
+async def test_dimensions_the_hnsw_index_cannot_take_are_refused(store: PgVectorStore, dimension: int) -> None:
+    identity = new_identity()
+
+    with pytest.raises(InvalidInput) as raised:
+        await store.create_collection(identity, dimension)
+
+    assert raised.value.code == "invalid_dimension"
+    assert not await store.collection_exists(identity.name)
+
+
+async def test_vectors_of_the_wrong_dimension_are_refused(store: PgVectorStore) -> None:
+    identity = new_identity()
+    await store.create_collection(identity, DIM)
+    short = VectorRecord(id=str(uuid.uuid4()), vector=[1.0, 0.0], payload={"content": "c", "document_id": "d"})
+
+    with pytest.raises(InvalidInput) as upsert_error:
+        await store.upsert(identity.name, [short])
+    with pytest.raises(InvalidInput) as search_error:
+        await store.search(identity.name, [1.0, 0.0], limit=3, properties=[])
+
+    assert upsert_error.value.code == search_error.value.code == "vector_store_rejected"
+    assert await store.count(identity.name) == 0
+
+
+async def test_list_identities_skips_tables_that_are_not_collections_and_leaves_them_alone(
+    store: PgVectorStore, pool: Pool
+) -> None:
+    ours = new_identity()
+    await store.create_collection(ours, DIM)
+    async with pool.acquire() as conn:
+        await conn.execute('CREATE TABLE vectors."Pg_notes" (id int PRIMARY KEY, body text)')
+        await conn.execute('CREATE TABLE vectors."pg_lower" (id uuid PRIMARY KEY, payload jsonb)')
+        await conn.execute('CREATE TABLE vectors."Pg_renamed" (id uuid PRIMARY KEY, payload jsonb)')
+        await conn.execute(
+            'INSERT INTO vectors."Pg_renamed" VALUES ($1, $2)', uuid.UUID(int=0), ours.to_dict()
+        )  # a valid identity, but of another collection
+
+        listed = [identity.name for identity in await store.list_identities()]
+
+        assert ours.name in listed
+        assert not {"Pg_notes", "pg_lower", "Pg_renamed"} & set(listed)
+        assert await store.read_identity("Pg_notes") is None
+        assert await conn.fetchval('SELECT payload FROM vectors."Pg_renamed"') == ours.to_dict()
+        await conn.execute('DROP TABLE vectors."pg_lower"')
+
+
+async def test_an_unreachable_server_is_unavailable() -> None:
+    pool = await asyncpg.create_pool("postgresql://ragu@/ragu?host=/nonexistent-socket-dir", min_size=0)
+    try:
+        with pytest.raises(Unavailable) as raised:
+            await PgVectorStore(pool).count("Anything")
+    finally:
+        await pool.close()
+
+    assert raised.value.code == "vector_store_unavailable"
+
+
+def test_migration_0003_round_trip_and_the_codec_follows_the_extension(postgres_admin_url: str) -> None:
+    """Before 0003 connections initialise without the codec; after it they have it; downgrading drops the
+    collections with the schema but keeps the extension."""
+    url = with_database(postgres_admin_url, "ragu_vectors_migration")
+
+    async def recreate() -> None:
+        conn = await asyncpg.connect(postgres_admin_url)
+        await conn.execute('DROP DATABASE IF EXISTS "ragu_vectors_migration" WITH (FORCE)')
+        await conn.close()
+        await ensure_database(postgres_admin_url, "ragu_vectors_migration")
+
+    async def state() -> tuple[bool, bool, object]:
+        conn = await asyncpg.connect(url)
+        try:
+            await init_connection(conn)
+            schema = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'vectors')")
+            extension = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')")
+            decoded = await conn.fetchval("SELECT '[1,2]'::vector") if extension else None
+            return schema, extension, decoded
+        finally:
+            await conn.close()
+
+    async def make_collection() -> None:
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=1, init=init_connection)
+        try:
+            await PgVectorStore(pool).create_collection(new_identity(), 4)
+        finally:
+            await pool.close()
+
+    asyncio.run(recreate())
+    migrations.upgrade(url, "0002")
+    assert asyncio.run(state()) == (False, False, None)
+
+    migrations.upgrade(url, "0003")
+    assert asyncio.run(state()) == (True, True, Vector([1.0, 2.0]))
+    asyncio.run(make_collection())
+
+    migrations.downgrade(url, "0002")
+    assert asyncio.run(state()) == (False, True, Vector([1.0, 2.0]))
+
+    migrations.upgrade(url, "0003")
+    assert asyncio.run(state()) == (True, True, Vector([1.0, 2.0]))

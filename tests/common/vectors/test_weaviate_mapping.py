@@ -1,0 +1,348 @@
+"""The Weaviate adapter's mapping code, checked without a server (none can run here).
+
+Everything is asserted on weaviate-client's own objects and their wire forms: the collection config as
+the REST body the client would send, filters as both their REST (``where``) and gRPC encodings, batch
+objects as the client's ``DataObject``. The store's I/O paths are unverified here; the tests at the
+bottom only cover what :class:`WeaviateStore` decides before it talks to the server.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+import weaviate
+from weaviate.classes.data import DataObject
+from weaviate.collections.classes.config import _CollectionConfigCreate
+from weaviate.collections.classes.internal import MetadataReturn, Object
+from weaviate.collections.filters import _FilterToGRPC, _FilterToREST
+from weaviate.proto.v1 import base_pb2
+
+from common.errors import InvalidInput, Unavailable
+from common.vectors.base import (
+    CHUNK_EXTRAS,
+    FILTERABLE,
+    IDENTITY_ID,
+    IDENTITY_PROPERTIES,
+    TEXT_PROPERTIES,
+    SearchFilter,
+    SearchHit,
+    VectorRecord,
+)
+from common.vectors.weaviate import (
+    VECTOR_NAME,
+    WeaviateStore,
+    checked_identity_payload,
+    chunk_object,
+    collection_spec,
+    identity_object,
+    identity_properties,
+    object_uuid,
+    ranked_hits,
+    returned_payload,
+    search_filter,
+    stored_properties,
+    ties_cross_the_cut,
+)
+from schemas.models import Identity
+
+NOT_IDENTITY = {"operator": "NotEqual", "path": ["_id"], "valueText": IDENTITY_ID}
+NO_GROUPS = {"operator": "IsNull", "path": ["groups"], "valueBoolean": True}
+
+
+def make_identity(**changes: Any) -> Identity:
+    fields: dict[str, Any] = {
+        "collection_id": "0b5a3f0e-8c1d-4a3e-9f57-1f2d3c4b5a69",
+        "name": "Handbook",
+        "model": "all-MiniLM-L6-v2",
+        "vectorProvider": "weaviate",
+        "embeddingProvider": "local",
+    }
+    return Identity(**(fields | changes))
+
+
+def wire_config() -> dict[str, Any]:
+    """The collection body weaviate-client would POST for a Ragu collection named ``Handbook``."""
+    body: dict[str, Any] = _CollectionConfigCreate(name="Handbook", **collection_spec()._asdict())._to_dict()
+    return body
+
+
+def wire_properties() -> dict[str, dict[str, Any]]:
+    return {prop["name"]: prop for prop in wire_config()["properties"]}
+
+
+def hit_object(object_id: int, distance: float | None, properties: dict[str, Any] | None = None) -> Object[Any, Any]:
+    return Object(
+        uuid=uuid.UUID(int=object_id),
+        metadata=MetadataReturn(distance=distance),
+        properties=properties or {},
+        references=None,
+        vector={},
+        collection="Handbook",
+    )
+
+
+# --- the collection ---------------------------------------------------------------------------------
+
+
+def test_the_collection_uses_self_provided_vectors_in_a_cosine_hnsw_index() -> None:
+    config = wire_config()
+
+    assert config["class"] == "Handbook"
+    assert config["vectorConfig"] == {
+        VECTOR_NAME: {
+            "vectorizer": {"none": {}},
+            "vectorIndexType": "hnsw",
+            "vectorIndexConfig": {"distance": "cosine"},
+        }
+    }
+    assert "vectorizer" not in config  # no module may embed anything on its own
+
+
+def test_the_inverted_index_records_null_state_so_missing_groups_can_be_filtered() -> None:
+    assert wire_config()["invertedIndexConfig"]["indexNullState"] is True
+
+
+def test_every_property_of_the_port_is_declared_once() -> None:
+    names = [prop["name"] for prop in wire_config()["properties"]]
+
+    assert names == [*IDENTITY_PROPERTIES, *TEXT_PROPERTIES, *CHUNK_EXTRAS]
+
+
+def test_property_types() -> None:
+    types = {name: prop["dataType"] for name, prop in wire_properties().items()}
+
+    assert types["groups"] == ["text[]"]
+    assert types["heading_path"] == ["text[]"]
+    ints = {"chunk_index", "char_start", "char_end", "page_start", "page_end", "token_count", "parent_index"}
+    assert {name for name, data_type in types.items() if data_type == ["int"]} == ints
+    assert {name for name, data_type in types.items() if data_type == ["text"]} == (
+        set(types) - ints - {"groups", "heading_path"}
+    )
+
+
+def test_only_the_filterable_fields_are_filterable_and_they_match_whole_values() -> None:
+    properties = wire_properties()
+
+    assert {name for name, prop in properties.items() if prop["indexFilterable"]} == set(FILTERABLE)
+    for name in FILTERABLE:
+        assert properties[name]["tokenization"] == "field", name
+
+
+def test_only_content_is_searchable_and_only_content_is_split_into_words() -> None:
+    properties = wire_properties()
+
+    assert {name for name, prop in properties.items() if prop.get("indexSearchable")} == {"content"}
+    tokenized = {name: prop["tokenization"] for name, prop in properties.items() if "tokenization" in prop}
+    assert {name for name, tokenization in tokenized.items() if tokenization != "field"} == {"content"}
+    assert tokenized["content"] == "word"
+
+
+# --- filters ------------------------------------------------------------------------------------------
+
+
+def test_without_conditions_the_filter_only_excludes_the_identity() -> None:
+    assert _FilterToREST.convert(search_filter(None)) == NOT_IDENTITY
+    assert _FilterToREST.convert(search_filter(SearchFilter())) == NOT_IDENTITY
+
+
+def test_readable_by_keeps_chunks_without_groups_or_sharing_one() -> None:
+    where = search_filter(SearchFilter(readable_by=frozenset({"sales", "hr"})))
+
+    assert _FilterToREST.convert(where) == {
+        "operator": "And",
+        "operands": [
+            NOT_IDENTITY,
+            {
+                "operator": "Or",
+                "operands": [
+                    NO_GROUPS,
+                    {"operator": "ContainsAny", "path": ["groups"], "valueTextArray": ["hr", "sales"]},
+                ],
+            },
+        ],
+    }
+
+
+def test_readable_by_an_empty_set_keeps_only_chunks_without_groups() -> None:
+    where = search_filter(SearchFilter(readable_by=frozenset()))
+
+    assert _FilterToREST.convert(where) == {"operator": "And", "operands": [NOT_IDENTITY, NO_GROUPS]}
+
+
+def test_document_ids_and_access_combine_and_serialise_for_grpc() -> None:
+    where = search_filter(SearchFilter(readable_by=frozenset({"hr"}), document_ids=frozenset({"d2", "d1"})))
+
+    rest = _FilterToREST.convert(where)
+    assert rest["operator"] == "And"
+    assert rest["operands"][2] == {"operator": "ContainsAny", "path": ["document_id"], "valueTextArray": ["d1", "d2"]}
+    grpc = _FilterToGRPC.convert(where)
+    assert grpc.operator == base_pb2.Filters.OPERATOR_AND
+    assert [f.operator for f in grpc.filters] == [
+        base_pb2.Filters.OPERATOR_NOT_EQUAL,
+        base_pb2.Filters.OPERATOR_OR,
+        base_pb2.Filters.OPERATOR_CONTAINS_ANY,
+    ]
+    assert grpc.filters[0].target.property == "_id"
+    assert grpc.filters[0].value_text == IDENTITY_ID
+    assert list(grpc.filters[2].value_text_array.values) == ["d1", "d2"]
+
+
+# --- ids and properties -------------------------------------------------------------------------------
+
+
+def test_object_uuids_are_our_ids_and_the_nil_uuid_is_refused() -> None:
+    chunk_id = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
+    assert object_uuid(chunk_id) == uuid.UUID(chunk_id)
+    assert str(object_uuid(chunk_id)) == chunk_id.lower()
+    with pytest.raises(InvalidInput) as nil:
+        object_uuid(IDENTITY_ID)
+    assert nil.value.code == "identity_id_reserved"
+    with pytest.raises(InvalidInput) as garbage:
+        object_uuid("chunk-7")
+    assert garbage.value.code == "invalid_vector_id"
+
+
+def test_chunk_objects_carry_the_named_vector_and_only_storable_properties() -> None:
+    record = VectorRecord(
+        id=str(uuid.UUID(int=5)),
+        vector=np.array([0.25, 0.5], dtype=np.float32),  # type: ignore[arg-type]  # what embedders return
+        payload={"content": "text", "document_id": "d1", "page_start": None, "heading_path": [], "chunk_index": 0},
+    )
+
+    assert chunk_object(record) == DataObject(
+        properties={"content": "text", "document_id": "d1", "chunk_index": 0},
+        uuid=uuid.UUID(int=5),
+        vector={VECTOR_NAME: [0.25, 0.5]},
+    )
+
+
+def test_the_identity_object_sits_at_the_nil_uuid() -> None:
+    payload = checked_identity_payload(make_identity(groups=["hr"]))
+
+    assert identity_object(payload, [1.0, 0.0]) == DataObject(
+        properties=payload, uuid=uuid.UUID(IDENTITY_ID), vector={VECTOR_NAME: [1.0, 0.0]}
+    )
+
+
+def test_identity_payload_is_exactly_the_identity_and_validated() -> None:
+    assert checked_identity_payload(make_identity()) == make_identity().to_dict()
+    assert "groups" not in checked_identity_payload(make_identity())
+    # msgspec does not type-check constructor arguments; the schema catches what slips through.
+    with pytest.raises(InvalidInput) as raised:
+        checked_identity_payload(make_identity(groups=[7]))
+    assert raised.value.code == "invalid_identity"
+    assert raised.value.extra["violations"][0]["path"] == "/groups/0"
+
+
+def test_stored_properties_drop_what_weaviate_cannot_keep() -> None:
+    payload = {"content": "", "page_start": None, "heading_path": [], "token_count": 0, "groups": ["hr"]}
+
+    assert stored_properties(payload) == {"content": "", "token_count": 0, "groups": ["hr"]}
+
+
+def test_returned_payload_restores_nullable_extras_and_omits_other_missing_properties() -> None:
+    properties = {"content": "text", "document_id": "d1", "page_start": None, "chunk_index": 3}
+    requested = ["content", "page_start", "page_end", "heading_path", "parent_content", "groups", "chunk_index"]
+
+    assert returned_payload(properties, requested) == {
+        "content": "text",
+        "page_start": None,
+        "page_end": None,
+        "heading_path": [],
+        "parent_content": None,
+        "chunk_index": 3,
+    }
+    assert returned_payload(properties, []) == {}
+
+
+def test_identity_properties_drop_the_nones_weaviate_reports_for_unset_properties() -> None:
+    stored = make_identity().to_dict() | {"groups": None, "content": None}
+
+    assert identity_properties(stored) == make_identity().to_dict()
+    assert msgspec.convert(identity_properties(stored), Identity) == make_identity()
+
+
+# --- ranking --------------------------------------------------------------------------------------------
+
+
+def test_hits_are_closest_first_with_ties_by_id_and_score_is_one_minus_distance() -> None:
+    objects = [hit_object(9, 0.25), hit_object(3, 0.25), hit_object(4, 0.5, {"content": "c"}), hit_object(1, 0.75)]
+
+    hits = ranked_hits(objects, limit=3, requested=["content"], max_distance=None)
+
+    assert hits == [
+        SearchHit(id=str(uuid.UUID(int=3)), score=0.75, distance=0.25, payload={}),
+        SearchHit(id=str(uuid.UUID(int=9)), score=0.75, distance=0.25, payload={}),
+        SearchHit(id=str(uuid.UUID(int=4)), score=0.5, distance=0.5, payload={"content": "c"}),
+    ]
+
+
+def test_hits_beyond_max_distance_are_dropped_and_rounding_below_zero_is_clamped() -> None:
+    objects = [hit_object(1, -1e-7), hit_object(2, 0.5), hit_object(3, 0.5000001)]
+
+    hits = ranked_hits(objects, limit=10, requested=[], max_distance=0.5)
+
+    assert [(hit.id, hit.distance, hit.score) for hit in hits] == [
+        (str(uuid.UUID(int=1)), 0.0, 1.0),
+        (str(uuid.UUID(int=2)), 0.5, 0.5),
+    ]
+
+
+def test_a_hit_without_distance_is_an_unavailable_store_not_a_perfect_match() -> None:
+    with pytest.raises(Unavailable):
+        ranked_hits([hit_object(1, None)], limit=1, requested=[], max_distance=None)
+
+
+def test_a_tie_at_the_end_of_a_full_page_means_more_may_follow() -> None:
+    tie_at_end = [hit_object(1, 0.1), hit_object(2, 0.2), hit_object(3, 0.2)]
+    no_tie = [hit_object(1, 0.1), hit_object(2, 0.2), hit_object(3, 0.3)]
+
+    assert ties_cross_the_cut(tie_at_end, limit=2, fetched=3)
+    assert not ties_cross_the_cut(no_tie, limit=2, fetched=3)
+    assert not ties_cross_the_cut(tie_at_end[:2], limit=2, fetched=3)  # a short page is everything there is
+
+
+# --- the store, up to the first request ----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def unconnected_store() -> AsyncIterator[WeaviateStore]:
+    """A store on a client that was never connected: any request would fail, so these tests prove the
+    store decides before it asks."""
+    store = WeaviateStore(weaviate.use_async_with_local(skip_init_checks=True))
+    yield store
+    await store.close()
+
+
+async def test_the_store_refuses_bad_input_before_any_request(unconnected_store: WeaviateStore) -> None:
+    store = unconnected_store
+    nil_record = VectorRecord(id=IDENTITY_ID, vector=[1.0, 0.0], payload={"content": "x", "document_id": "d"})
+
+    assert store.provider == "weaviate"
+    with pytest.raises(InvalidInput) as upsert:
+        await store.upsert("Handbook", [nil_record])
+    assert upsert.value.code == "identity_id_reserved"
+    with pytest.raises(InvalidInput) as delete:
+        await store.delete_ids("Handbook", [str(uuid.UUID(int=1)), IDENTITY_ID])
+    assert delete.value.code == "identity_id_reserved"
+    with pytest.raises(InvalidInput) as create:
+        await store.create_collection(make_identity(groups=[7]), 2)
+    assert create.value.code == "invalid_identity"
+    with pytest.raises(InvalidInput) as dimension:
+        await store.create_collection(make_identity(), 0)
+    assert dimension.value.code == "invalid_dimension"
+
+
+async def test_searches_that_cannot_match_need_no_request(unconnected_store: WeaviateStore) -> None:
+    store = unconnected_store
+
+    assert await store.search("Handbook", [1.0, 0.0], limit=0, properties=["content"]) == []
+    nothing = SearchFilter(document_ids=frozenset())
+    assert await store.search("Handbook", [1.0, 0.0], limit=5, properties=["content"], where=nothing) == []
+    await store.upsert("Handbook", [])
+    await store.delete_ids("Handbook", [])
