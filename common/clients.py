@@ -22,7 +22,11 @@ class SharedClients:
         self, settings: Settings, *, embedders: EmbedderRegistry | None = None, vectors: VectorRegistry | None = None
     ) -> None:
         self.settings = settings
-        self.embedders = embedders or default_registry(local_threads=settings.local_embedder_threads)
+        self.embedders = embedders or default_registry(
+            local_threads=settings.local_embedder_threads,
+            cohere_api_key=settings.cohere_api_key,
+            cohere_base_url=settings.cohere_base_url,
+        )
         self._vectors = vectors
         self._owns_vectors = vectors is None
         self._users = 0

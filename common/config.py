@@ -60,6 +60,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Enables the ``cohere`` embedding provider."""
     cohere_base_url: str | None = None
     """Override Cohere's API address (a proxy, or a local stand-in in tests)."""
+    openai_base_url: str | None = None
+    """An OpenAI-compatible chat server for kappi (OpenAI, Ollama ``http://localhost:11434/v1``, vLLM)."""
+    openai_api_key: str | None = None
+    openai_models: str = ""
+    """Comma-separated model names agents may use with the ``openai`` provider."""
+    llm_timeout_seconds: float = 60.0
+    """Longest silence tolerated from an LLM stream before the answer ends with ``llm_timeout``."""
     local_embedder_threads: int = 1
     """onnxruntime intra-op threads for the ``local`` embedder (1 is fastest on small machines)."""
 

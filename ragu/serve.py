@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 from collections.abc import Sequence
 
-import msgspec
 import uvicorn
 from litestar import Litestar
 
 from chonkit.app import create_app as create_chonkit
 from common.clients import SharedClients
 from common.config import Settings
-from common.db import EmbeddedPostgres, resolve_database_url
-from common.db import migrate as migrations
 from common.logs import configure_logging
 from kappi.app import create_app as create_kappi
+from ragu.bootstrap import prepare_database
 from ragu.host import ServiceHost
 
 logger = logging.getLogger(__name__)
 
 SERVICES = {"chonkit": create_chonkit, "kappi": create_kappi}
-
-
-def prepare_database(settings: Settings) -> tuple[Settings, EmbeddedPostgres | None]:
-    """Start the embedded server when no URL is set, apply migrations, and pin the resolved URL."""
-    url, embedded = asyncio.run(resolve_database_url(settings))
-    if settings.auto_migrate:
-        migrations.upgrade(url)
-    return msgspec.structs.replace(settings, database_url=url), embedded
 
 
 def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Litestar:

@@ -15,7 +15,7 @@ from common.clients import SharedClients
 from common.config import Settings
 from common.db import PoolDatabase
 from common.logs import configure_logging
-from ragu.serve import prepare_database
+from ragu.bootstrap import prepare_database
 
 logger = logging.getLogger(__name__)
 

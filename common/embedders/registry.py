@@ -6,7 +6,13 @@ from common.embedders.base import EmbedderProvider, EmbedderRegistry
 from common.embedders.local import LocalProvider
 
 
-def default_registry(*, local_threads: int = 1, local_batch_size: int = 16) -> EmbedderRegistry:
+def default_registry(
+    *,
+    local_threads: int = 1,
+    local_batch_size: int = 16,
+    cohere_api_key: str | None = None,
+    cohere_base_url: str | None = None,
+) -> EmbedderRegistry:
     """Build the registry from settings-like values; nothing is loaded until an embedder is first used.
 
     Args:
@@ -14,6 +20,8 @@ def default_registry(*, local_threads: int = 1, local_batch_size: int = 16) -> E
         local_batch_size: Texts per inference call for the ``local`` provider.
     """
     providers: list[EmbedderProvider] = [LocalProvider(threads=local_threads, batch_size=local_batch_size)]
-    # Remote providers join here, each only when configured, e.g.
-    # ``if cohere_api_key: providers.append(CohereProvider(api_key=cohere_api_key))``.
+    if cohere_api_key:
+        from common.embedders.cohere import CohereProvider
+
+        providers.append(CohereProvider(cohere_api_key, base_url=cohere_base_url))
     return EmbedderRegistry(providers)

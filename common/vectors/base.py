@@ -15,9 +15,11 @@ Distances are cosine distances (``1 - cosine similarity``, 0 = identical); score
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from schemas.models import Identity
 
@@ -46,6 +48,10 @@ FILTERABLE = ("document_id", "groups")
 """Payload fields we filter on; adapters index them (Qdrant payload indexes, Weaviate filterable, SQL)."""
 
 
+Vector: TypeAlias = Sequence[float] | npt.NDArray[np.float32]
+"""Plain floats or an embedder's float32 array; adapters convert once, at their boundary."""
+
+
 def identity_vector(dimension: int) -> list[float]:
     """``[1, 0, 0, …]``: unit length (cosine-safe everywhere), never a zero vector."""
     return [1.0] + [0.0] * (dimension - 1)
@@ -55,7 +61,7 @@ class VectorRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One chunk to write. ``id`` is a UUID string chosen by the caller (deterministic: retries overwrite)."""
 
     id: str
-    vector: Sequence[float]
+    vector: Vector
     payload: dict[str, Any]
 
 
@@ -134,7 +140,7 @@ class VectorStore(Protocol):
     async def search(
         self,
         name: str,
-        vector: Sequence[float],
+        vector: Vector,
         *,
         limit: int,
         properties: Sequence[str],

@@ -32,13 +32,23 @@ from typing import Any
 
 import asyncpg
 import msgspec
-from pgvector import Vector
+import numpy as np
+from pgvector import Vector as PgVector
 
 from common.db.database import Connection, Pool
-from common.errors import Conflict, InvalidInput, NotFound, Unavailable
-from common.vectors.base import IDENTITY_ID, SearchFilter, SearchHit, VectorRecord, identity_vector
-from schemas import SchemaViolation, ecma, validate
-from schemas.models import NAME_PATTERN, Identity, parse_identity
+from common.errors import InvalidInput, NotFound, Unavailable
+from common.vectors.base import IDENTITY_ID, SearchFilter, SearchHit, Vector, VectorRecord, identity_vector
+from common.vectors.records import (
+    as_floats,
+    checked_identity_payload,
+    chunk_uuid,
+    collection_already_exists,
+    collection_not_found,
+    identity_not_found,
+    valid_identity,
+)
+from schemas import ecma
+from schemas.models import NAME_PATTERN, Identity
 
 PROVIDER = "pgvector"
 SCHEMA = "vectors"
@@ -100,7 +110,7 @@ class PgVectorStore:
                 await _put_identity(conn, table, payload, dimension)
         except (asyncpg.DuplicateTableError, asyncpg.UniqueViolationError) as exc:
             # A concurrent create of the same name surfaces as a unique violation in the catalog.
-            raise _exists(identity.name) from exc
+            raise collection_already_exists(identity.name) from exc
 
     async def collection_exists(self, name: str) -> bool:
         if not _is_valid_name(name):
@@ -138,7 +148,7 @@ class PgVectorStore:
             stored = await conn.fetchval(f"SELECT payload FROM {table} WHERE id = $1 FOR UPDATE", _NIL)
             current = valid_identity(name, stored)
             if current is None:
-                raise NotFound(f"collection {name!r} holds no valid Ragu identity record", code="identity_not_found")
+                raise identity_not_found(name)
             changed = msgspec.structs.replace(current, groups=groups or msgspec.UNSET)
             await conn.execute(
                 f"UPDATE {table} SET payload = $2 WHERE id = $1", _NIL, checked_identity_payload(changed)
@@ -158,7 +168,7 @@ class PgVectorStore:
         """One multi-row ``INSERT ... SELECT FROM unnest(...)``: one round trip, atomic, and measured 15-60 %
         faster than a pipelined ``executemany``. A repeated id keeps its last record, as sequential upserts would."""
         table = _table(name)
-        latest = {chunk_id(record.id): record for record in records}
+        latest = {chunk_uuid(record.id): record for record in records}
         if not latest:
             return
         async with self._connection(name) as conn:
@@ -178,7 +188,7 @@ class PgVectorStore:
 
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         table = _table(name)
-        chunk_ids = [chunk_id(id_) for id_ in ids]
+        chunk_ids = [chunk_uuid(id_) for id_ in ids]
         if not chunk_ids:
             return
         async with self._connection(name) as conn:
@@ -207,7 +217,7 @@ class PgVectorStore:
     async def search(
         self,
         name: str,
-        vector: Sequence[float],
+        vector: Vector,
         *,
         limit: int,
         properties: Sequence[str],
@@ -282,7 +292,7 @@ class PgVectorStore:
             async with self._pool.acquire() as conn:
                 yield conn
         except asyncpg.UndefinedTableError as exc:
-            raise _not_found(name) from exc
+            raise collection_not_found(name) from exc
         except asyncpg.UndefinedColumnError as exc:
             raise InvalidInput(
                 f"table {SCHEMA}.{name!r} is not shaped like a Ragu collection", code="collection_incompatible"
@@ -301,51 +311,13 @@ class PgVectorStore:
             ) from exc
 
 
-def checked_identity_payload(identity: Identity) -> dict[str, Any]:
-    """The identity's properties, validated against the published schema (``InvalidInput`` otherwise)."""
-    payload = identity.to_dict()
+def as_vector(vector: Vector) -> PgVector:
+    """pgvector's value for the binary codec (an array of vectors needs the wrapper, not nested lists).
+
+    A numpy array goes in whole: pgvector copies its bytes, ~15x faster than through Python floats.
+    """
     try:
-        validate("identity", payload)
-    except SchemaViolation as exc:
-        raise InvalidInput(
-            f"identity does not satisfy the identity schema: {exc}",
-            code="invalid_identity",
-            extra={"violations": msgspec.to_builtins(exc.violations)},
-        ) from exc
-    return payload
-
-
-def valid_identity(name: str, stored: object) -> Identity | None:
-    """The stored identity when it is a valid Ragu identity of *this* collection, else ``None``."""
-    if stored is None:
-        return None
-    try:
-        identity = parse_identity(stored)
-    except (SchemaViolation, msgspec.ValidationError, ValueError) as exc:
-        _log.info("collection %r has an invalid identity record: %s", name, exc)
-        return None
-    if identity.name != name:
-        _log.info("collection %r has the identity record of %r", name, identity.name)
-        return None
-    return identity
-
-
-def chunk_id(record_id: str) -> uuid.UUID:
-    """A chunk's id as a UUID (asyncpg sends its 16 bytes); the identity's id is refused."""
-    try:
-        parsed = uuid.UUID(record_id)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InvalidInput(f"vector ids are UUIDs, got {record_id!r}", code="invalid_vector_id") from exc
-    if parsed == _NIL:
-        raise InvalidInput("the nil UUID is the identity record's id", code="identity_id_reserved")
-    return parsed
-
-
-def as_vector(vector: Sequence[float]) -> Vector:
-    """pgvector's value for the binary codec (an array of vectors needs the wrapper, not nested lists)."""
-    values = vector if isinstance(vector, list) else getattr(vector, "tolist", lambda: list(vector))()
-    try:
-        return Vector(values)
+        return PgVector(vector if isinstance(vector, np.ndarray) else as_floats(vector))
     except (ValueError, TypeError) as exc:
         raise InvalidInput(f"a vector is a sequence of numbers: {exc}", code="invalid_vector") from exc
 
@@ -406,7 +378,7 @@ async def _dimension(conn: Connection, name: str) -> int:
     if dimension is not None and dimension > 0:
         return dimension
     if await conn.fetchval("SELECT to_regclass($1)", _table(name)) is None:
-        raise _not_found(name)
+        raise collection_not_found(name)
     raise InvalidInput(f"table {SCHEMA}.{name!r} is not shaped like a Ragu collection", code="collection_incompatible")
 
 
@@ -422,11 +394,3 @@ def _table(name: str) -> str:
             code="invalid_collection_name",
         )
     return f'{SCHEMA}."{name}"'
-
-
-def _not_found(name: str | None) -> NotFound:
-    return NotFound(f"no collection named {name!r}", code="collection_not_found", extra={"collection": name})
-
-
-def _exists(name: str) -> Conflict:
-    return Conflict(f"a collection named {name!r} already exists", code="collection_exists", extra={"collection": name})

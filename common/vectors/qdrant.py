@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
-import uuid
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -33,17 +31,23 @@ import msgspec
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from common.errors import AppError, Conflict, InvalidInput, NotFound, Unavailable
-from common.vectors.base import FILTERABLE, IDENTITY_ID, SearchFilter, SearchHit, VectorRecord, identity_vector
-from schemas import SchemaViolation, validate
-from schemas.models import Identity, parse_identity
+from common.errors import AppError, InvalidInput, NotFound, Unavailable
+from common.vectors.base import FILTERABLE, IDENTITY_ID, SearchFilter, SearchHit, Vector, VectorRecord, identity_vector
+from common.vectors.records import (
+    as_floats,
+    checked_identity_payload,
+    chunk_uuid,
+    collection_already_exists,
+    collection_not_found,
+    identity_not_found,
+    valid_identity,
+)
+from schemas.models import Identity
 
 PROVIDER = "qdrant"
 UPSERT_BATCH = 256
 """Points per upsert request: keeps request bodies small (a 256 x 1024-d batch is about 2 MB of JSON)."""
 SCROLL_PAGE = 1024
-
-_log = logging.getLogger(__name__)
 
 _NOT_IDENTITY = models.HasIdCondition(has_id=[IDENTITY_ID])
 _CHUNKS_ONLY = models.Filter(must_not=[_NOT_IDENTITY])
@@ -71,14 +75,14 @@ class QdrantStore:
             raise InvalidInput(f"vector dimension must be positive, got {dimension}", code="invalid_dimension")
         name = identity.name
         if await self.collection_exists(name):
-            raise _exists(name)
+            raise collection_already_exists(name)
         try:
             await self._client.create_collection(
                 name, vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE)
             )
         except _VENDOR_ERRORS as exc:
             if await self.collection_exists(name):  # another writer won the race
-                raise _exists(name) from exc
+                raise collection_already_exists(name) from exc
             raise await self._translated(exc, name) from exc
         try:
             for field in FILTERABLE:
@@ -131,7 +135,7 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
-        ids: list[models.ExtendedPointId] = [chunk_point_id(record.id) for record in records]
+        ids: list[models.ExtendedPointId] = [str(chunk_uuid(record.id)) for record in records]
         try:
             for start in range(0, len(records), UPSERT_BATCH):
                 batch = records[start : start + UPSERT_BATCH]
@@ -152,7 +156,7 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
-        point_ids: list[models.ExtendedPointId] = [chunk_point_id(id_) for id_ in ids]
+        point_ids: list[models.ExtendedPointId] = [str(chunk_uuid(id_)) for id_ in ids]
         if not point_ids:
             return
         try:
@@ -192,7 +196,7 @@ class QdrantStore:
     async def search(
         self,
         name: str,
-        vector: Sequence[float],
+        vector: Vector,
         *,
         limit: int,
         properties: Sequence[str],
@@ -244,7 +248,7 @@ class QdrantStore:
         identities = []
         for name in sorted(collection.name for collection in response.collections):
             stored = await self.read_identity(name)
-            identity = _valid_identity(name, stored)
+            identity = valid_identity(name, stored)
             if identity is not None:
                 identities.append(identity)
         return identities
@@ -254,12 +258,12 @@ class QdrantStore:
 
     async def _stored_identity(self, name: str) -> Identity:
         stored = await self.read_identity(name)
-        identity = _valid_identity(name, stored)
+        identity = valid_identity(name, stored)
         if identity is not None:
             return identity
         if stored is None and not await self.collection_exists(name):
-            raise _not_found(name)
-        raise NotFound(f"collection {name!r} holds no valid Ragu identity record", code="identity_not_found")
+            raise collection_not_found(name)
+        raise identity_not_found(name)
 
     async def _put_identity(self, name: str, payload: dict[str, Any], dimension: int) -> None:
         point = models.PointStruct(id=IDENTITY_ID, vector=identity_vector(dimension), payload=payload)
@@ -283,41 +287,8 @@ class QdrantStore:
             return _translated_grpc(exc, name)
         # Local mode reports everything as ValueError; a missing collection is the one we must tell apart.
         if name is not None and not await self._client.collection_exists(name):
-            return _not_found(name)
+            return collection_not_found(name)
         return _rejected(exc)
-
-
-def checked_identity_payload(identity: Identity) -> dict[str, Any]:
-    """The identity's properties, validated against the published schema (``InvalidInput`` otherwise)."""
-    payload = identity.to_dict()
-    try:
-        validate("identity", payload)
-    except SchemaViolation as exc:
-        raise InvalidInput(
-            f"identity does not satisfy the identity schema: {exc}",
-            code="invalid_identity",
-            extra={"violations": msgspec.to_builtins(exc.violations)},
-        ) from exc
-    return payload
-
-
-def chunk_point_id(record_id: str) -> str:
-    """The canonical UUID string Qdrant stores for a chunk id; the identity's id is refused."""
-    try:
-        parsed = uuid.UUID(record_id)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InvalidInput(f"vector ids are UUIDs, got {record_id!r}", code="invalid_vector_id") from exc
-    if parsed.int == 0:
-        raise InvalidInput("the nil UUID is the identity record's id", code="identity_id_reserved")
-    return str(parsed)
-
-
-def as_floats(vector: Sequence[float]) -> list[float]:
-    """A plain list, which every client transport accepts; numpy rows convert in C."""
-    if isinstance(vector, list):
-        return vector
-    tolist = getattr(vector, "tolist", None)
-    return tolist() if callable(tolist) else [float(x) for x in vector]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -375,27 +346,12 @@ def _dimension(name: str, info: models.CollectionInfo) -> int:
     )
 
 
-def _valid_identity(name: str, stored: dict[str, Any] | None) -> Identity | None:
-    """The stored identity when it is a valid Ragu identity of *this* collection, else ``None``."""
-    if stored is None:
-        return None
-    try:
-        identity = parse_identity(stored)
-    except ValueError as exc:  # SchemaViolation, or a value rule of Identity itself
-        _log.info("collection %r has an invalid identity record: %s", name, exc)
-        return None
-    if identity.name != name:
-        _log.info("collection %r has the identity record of %r", name, identity.name)
-        return None
-    return identity
-
-
 def _translated_http(exc: UnexpectedResponse, name: str | None) -> AppError:
     status = exc.status_code or 500
     if status == 404 and name is not None:
-        return _not_found(name)
+        return collection_not_found(name)
     if status == 409 and name is not None:
-        return _exists(name)
+        return collection_already_exists(name)
     if 400 <= status < 500:
         return _rejected(exc)
     return _unavailable(exc)
@@ -404,20 +360,12 @@ def _translated_http(exc: UnexpectedResponse, name: str | None) -> AppError:
 def _translated_grpc(exc: Any, name: str | None) -> AppError:
     code = exc.code()
     if code == grpc.StatusCode.NOT_FOUND and name is not None:
-        return _not_found(name)
+        return collection_not_found(name)
     if code == grpc.StatusCode.ALREADY_EXISTS and name is not None:
-        return _exists(name)
+        return collection_already_exists(name)
     if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
         return _rejected(exc)
     return _unavailable(exc)
-
-
-def _not_found(name: str) -> NotFound:
-    return NotFound(f"no collection named {name!r}", code="collection_not_found", extra={"collection": name})
-
-
-def _exists(name: str) -> Conflict:
-    return Conflict(f"a collection named {name!r} already exists", code="collection_exists", extra={"collection": name})
 
 
 def _unavailable(exc: Exception) -> Unavailable:

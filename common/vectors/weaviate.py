@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -59,7 +58,7 @@ from weaviate.exceptions import (
     WeaviateStartUpError,
 )
 
-from common.errors import AppError, Conflict, InvalidInput, NotFound, Unavailable
+from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors.base import (
     CHUNK_EXTRAS,
     FILTERABLE,
@@ -68,11 +67,20 @@ from common.vectors.base import (
     TEXT_PROPERTIES,
     SearchFilter,
     SearchHit,
+    Vector,
     VectorRecord,
     identity_vector,
 )
-from schemas import SchemaViolation, validate
-from schemas.models import Identity, parse_identity
+from common.vectors.records import (
+    as_floats,
+    checked_identity_payload,
+    chunk_uuid,
+    collection_already_exists,
+    collection_not_found,
+    identity_not_found,
+    valid_identity,
+)
+from schemas.models import Identity
 
 PROVIDER = "weaviate"
 VECTOR_NAME = "default"
@@ -80,8 +88,6 @@ VECTOR_NAME = "default"
 WRITE_BATCH = 256
 """Objects per ``insert_many`` call (upserts and the ``set_groups`` rewrite)."""
 SCAN_PAGE = 1000
-
-_log = logging.getLogger(__name__)
 
 _TEXT, _TEXT_ARRAY, _INT = DataType.TEXT, DataType.TEXT_ARRAY, DataType.INT
 _PROPERTY_TYPES: dict[str, DataType] = {
@@ -182,17 +188,6 @@ def search_filter(where: SearchFilter | None) -> FilterReturn:
     return Filter.all_of(parts) if len(parts) > 1 else _NOT_IDENTITY
 
 
-def object_uuid(record_id: str) -> uuid.UUID:
-    """The Weaviate object UUID of a chunk: our ids are UUIDs already; the identity's nil UUID is refused."""
-    try:
-        parsed = uuid.UUID(record_id)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InvalidInput(f"vector ids are UUIDs, got {record_id!r}", code="invalid_vector_id") from exc
-    if parsed.int == 0:
-        raise InvalidInput("the nil UUID is the identity record's id", code="identity_id_reserved")
-    return parsed
-
-
 def stored_properties(payload: Mapping[str, Any]) -> dict[str, Any]:
     """What Weaviate is sent for a payload: ``None`` values and empty lists left out (it cannot keep them)."""
     return {key: value for key, value in payload.items() if value is not None and value != []}
@@ -218,26 +213,12 @@ def identity_properties(stored: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in stored.items() if value is not None}
 
 
-def checked_identity_payload(identity: Identity) -> dict[str, Any]:
-    """The identity's properties, validated against the published schema (``InvalidInput`` otherwise)."""
-    payload = identity.to_dict()
-    try:
-        validate("identity", payload)
-    except SchemaViolation as exc:
-        raise InvalidInput(
-            f"identity does not satisfy the identity schema: {exc}",
-            code="invalid_identity",
-            extra={"violations": msgspec.to_builtins(exc.violations)},
-        ) from exc
-    return payload
-
-
 def chunk_object(record: VectorRecord) -> DataObject[dict[str, Any], None]:
     """The batch object for a chunk: its own UUID, storable properties, the vector under :data:`VECTOR_NAME`."""
     return DataObject(
         properties=stored_properties(record.payload),
-        uuid=object_uuid(record.id),
-        vector={VECTOR_NAME: _as_floats(record.vector)},
+        uuid=chunk_uuid(record.id),
+        vector={VECTOR_NAME: as_floats(record.vector)},
     )
 
 
@@ -292,12 +273,12 @@ class WeaviateStore:
             raise InvalidInput(f"vector dimension must be positive, got {dimension}", code="invalid_dimension")
         name = identity.name
         if await self.collection_exists(name):
-            raise _exists(name)
+            raise collection_already_exists(name)
         try:
             collection = await self._client.collections.create(name, **collection_spec()._asdict())
         except WeaviateBaseError as exc:
             if await self.collection_exists(name):  # another writer won the race
-                raise _exists(name) from exc
+                raise collection_already_exists(name) from exc
             raise await self._translated(exc, name) from exc
         try:
             await _insert(collection, [identity_object(payload, identity_vector(dimension))])
@@ -379,7 +360,7 @@ class WeaviateStore:
         await self._delete_where(name, Filter.by_property("document_id").equal(document_id) & _NOT_IDENTITY)
 
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
-        uuids = [object_uuid(id_) for id_ in ids]
+        uuids = [chunk_uuid(id_) for id_ in ids]
         if uuids:
             await self._delete_where(name, Filter.by_id().contains_any(uuids))
 
@@ -412,7 +393,7 @@ class WeaviateStore:
     async def search(
         self,
         name: str,
-        vector: Sequence[float],
+        vector: Vector,
         *,
         limit: int,
         properties: Sequence[str],
@@ -426,7 +407,7 @@ class WeaviateStore:
         if limit == 0 or (where is not None and where.document_ids is not None and not where.document_ids):
             return []
         query = self._client.collections.use(name, skip_argument_validation=True).query
-        near = _as_floats(vector)
+        near = as_floats(vector)
         filters = search_filter(where)
         # Weaviate refuses unknown property names; properties it does not declare are simply absent.
         requested = [key for key in properties if key in _PROPERTY_TYPES]
@@ -467,7 +448,7 @@ class WeaviateStore:
             raise await self._translated(exc, None) from exc
         identities = []
         for name in names:
-            identity = _valid_identity(name, await self.read_identity(name))
+            identity = valid_identity(name, await self.read_identity(name))
             if identity is not None:
                 identities.append(identity)
         return identities
@@ -477,15 +458,15 @@ class WeaviateStore:
 
     async def _require(self, name: str) -> None:
         if not await self.collection_exists(name):
-            raise _not_found(name)
+            raise collection_not_found(name)
 
     async def _stored_identity(self, name: str) -> Identity:
         stored = await self.read_identity(name)
-        identity = _valid_identity(name, stored)
+        identity = valid_identity(name, stored)
         if identity is not None:
             return identity
         await self._require(name)
-        raise NotFound(f"collection {name!r} holds no valid Ragu identity record", code="identity_not_found")
+        raise identity_not_found(name)
 
     async def _identity_vector(self, collection: CollectionAsync[Any, Any], name: str) -> list[float]:
         """Weaviate keeps no dimension for self-provided vectors: reuse the stored identity's vector, or
@@ -528,7 +509,7 @@ class WeaviateStore:
         if isinstance(exc, UnexpectedStatusCodeError) and exc.status_code >= 500:
             return _unavailable(exc)
         if name is not None and not await self.collection_exists(name):
-            return _not_found(name)
+            return collection_not_found(name)
         return InvalidInput(f"Weaviate refused the request: {exc}", code="vector_store_rejected")
 
 
@@ -542,36 +523,6 @@ async def _insert(collection: CollectionAsync[Any, Any], objects: Sequence[DataO
             f"Weaviate refused {len(result.errors)} of {len(objects)} objects: {first.message}",
             code="vector_store_rejected",
         )
-
-
-def _as_floats(vector: Sequence[float]) -> list[float]:
-    if isinstance(vector, list):
-        return vector
-    tolist = getattr(vector, "tolist", None)
-    return tolist() if callable(tolist) else [float(x) for x in vector]
-
-
-def _valid_identity(name: str, stored: dict[str, Any] | None) -> Identity | None:
-    """The stored identity when it is a valid Ragu identity of *this* collection, else ``None``."""
-    if stored is None:
-        return None
-    try:
-        identity = parse_identity(stored)
-    except ValueError as exc:  # SchemaViolation, or a value rule of Identity itself
-        _log.info("collection %r has an invalid identity record: %s", name, exc)
-        return None
-    if identity.name != name:
-        _log.info("collection %r has the identity record of %r", name, identity.name)
-        return None
-    return identity
-
-
-def _not_found(name: str) -> NotFound:
-    return NotFound(f"no collection named {name!r}", code="collection_not_found", extra={"collection": name})
-
-
-def _exists(name: str) -> Conflict:
-    return Conflict(f"a collection named {name!r} already exists", code="collection_exists", extra={"collection": name})
 
 
 def _unavailable(exc: Exception) -> Unavailable:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -17,7 +18,7 @@ from common.db.database import Pool, init_connection
 from common.db.embedded import ensure_database, with_database
 from common.errors import Conflict, InvalidInput, Unavailable
 from common.vectors import SearchFilter, VectorRecord
-from common.vectors.pgvector import PgVectorStore
+from common.vectors.pgvector import PgVectorStore, as_vector
 from schemas.models import Identity
 
 DIM = 32
@@ -255,6 +256,18 @@ async def test_vectors_of_the_wrong_dimension_are_refused(store: PgVectorStore) 
 
     assert upsert_error.value.code == search_error.value.code == "vector_store_rejected"
     assert await store.count(identity.name) == 0
+
+
+def test_numpy_rows_encode_like_their_lists_and_what_is_not_a_vector_is_refused() -> None:
+    row = np.array([0.1, -2.5, 3.0], dtype=np.float32)
+    encoded = as_vector(row).to_binary()
+
+    assert encoded == as_vector(row.tolist()).to_binary() == as_vector(row.astype(np.float64)).to_binary()
+    bad: list[Any] = [np.zeros((2, 2), dtype=np.float32), ["x"], [None], ("x",)]
+    for vector in bad:
+        with pytest.raises(InvalidInput) as raised:
+            as_vector(vector)
+        assert raised.value.code == "invalid_vector"
 
 
 async def test_list_identities_skips_tables_that_are_not_collections_and_leaves_them_alone(

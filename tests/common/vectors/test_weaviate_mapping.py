@@ -33,15 +33,14 @@ from common.vectors.base import (
     SearchHit,
     VectorRecord,
 )
+from common.vectors.records import checked_identity_payload
 from common.vectors.weaviate import (
     VECTOR_NAME,
     WeaviateStore,
-    checked_identity_payload,
     chunk_object,
     collection_spec,
     identity_object,
     identity_properties,
-    object_uuid,
     ranked_hits,
     returned_payload,
     search_filter,
@@ -195,22 +194,10 @@ def test_document_ids_and_access_combine_and_serialise_for_grpc() -> None:
 # --- ids and properties -------------------------------------------------------------------------------
 
 
-def test_object_uuids_are_our_ids_and_the_nil_uuid_is_refused() -> None:
-    chunk_id = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
-    assert object_uuid(chunk_id) == uuid.UUID(chunk_id)
-    assert str(object_uuid(chunk_id)) == chunk_id.lower()
-    with pytest.raises(InvalidInput) as nil:
-        object_uuid(IDENTITY_ID)
-    assert nil.value.code == "identity_id_reserved"
-    with pytest.raises(InvalidInput) as garbage:
-        object_uuid("chunk-7")
-    assert garbage.value.code == "invalid_vector_id"
-
-
 def test_chunk_objects_carry_the_named_vector_and_only_storable_properties() -> None:
     record = VectorRecord(
         id=str(uuid.UUID(int=5)),
-        vector=np.array([0.25, 0.5], dtype=np.float32),  # type: ignore[arg-type]  # what embedders return
+        vector=np.array([0.25, 0.5], dtype=np.float32),  # what embedders return
         payload={"content": "text", "document_id": "d1", "page_start": None, "heading_path": [], "chunk_index": 0},
     )
 
@@ -227,16 +214,6 @@ def test_the_identity_object_sits_at_the_nil_uuid() -> None:
     assert identity_object(payload, [1.0, 0.0]) == DataObject(
         properties=payload, uuid=uuid.UUID(IDENTITY_ID), vector={VECTOR_NAME: [1.0, 0.0]}
     )
-
-
-def test_identity_payload_is_exactly_the_identity_and_validated() -> None:
-    assert checked_identity_payload(make_identity()) == make_identity().to_dict()
-    assert "groups" not in checked_identity_payload(make_identity())
-    # msgspec does not type-check constructor arguments; the schema catches what slips through.
-    with pytest.raises(InvalidInput) as raised:
-        checked_identity_payload(make_identity(groups=[7]))
-    assert raised.value.code == "invalid_identity"
-    assert raised.value.extra["violations"][0]["path"] == "/groups/0"
 
 
 def test_stored_properties_drop_what_weaviate_cannot_keep() -> None:

@@ -1,0 +1,92 @@
+"""What every vector-store adapter does the same way to the records it writes and reads.
+
+One copy, so that the adapters validate identities, parse chunk ids and convert vectors alike, and answer
+with the same errors and codes; only the vendor calls differ between them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from common.errors import Conflict, InvalidInput, NotFound
+from common.vectors.base import Vector
+from schemas import SchemaViolation, validate
+from schemas.models import Identity, parse_identity
+
+_log = logging.getLogger(__name__)
+
+
+def checked_identity_payload(identity: Identity) -> dict[str, Any]:
+    """The identity's properties, validated against the published schema (``InvalidInput`` otherwise).
+
+    msgspec does not type-check constructor arguments, so an ``Identity`` built in code can still break the
+    schema; this is the last check before it is written where other processes will read it.
+    """
+    payload = identity.to_dict()
+    try:
+        validate("identity", payload)
+    except SchemaViolation as exc:
+        raise InvalidInput(
+            f"identity does not satisfy the identity schema: {exc}",
+            code="invalid_identity",
+            extra={"violations": msgspec.to_builtins(exc.violations)},
+        ) from exc
+    return payload
+
+
+def valid_identity(name: str, stored: object) -> Identity | None:
+    """The stored identity when it is a valid Ragu identity of *this* collection, else ``None``.
+
+    ``None`` rather than an error: a store may hold collections that are not ours, and listing them must
+    skip them, never fail or modify them.
+    """
+    if stored is None:
+        return None
+    try:
+        identity = parse_identity(stored)
+    except ValueError as exc:  # SchemaViolation, or msgspec's ValidationError for a value rule of Identity
+        _log.info("collection %r has an invalid identity record: %s", name, exc)
+        return None
+    if identity.name != name:
+        _log.info("collection %r has the identity record of %r", name, identity.name)
+        return None
+    return identity
+
+
+def chunk_uuid(record_id: str) -> uuid.UUID:
+    """A chunk's id as a UUID; the identity record's nil UUID is refused, so no write can replace it."""
+    try:
+        parsed = uuid.UUID(record_id)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidInput(f"vector ids are UUIDs, got {record_id!r}", code="invalid_vector_id") from exc
+    if parsed.int == 0:
+        raise InvalidInput("the nil UUID is the identity record's id", code="identity_id_reserved")
+    return parsed
+
+
+def as_floats(vector: Vector) -> list[float]:
+    """A plain list, which every client transport accepts: lists pass as they are, numpy rows convert in C."""
+    if isinstance(vector, list):
+        return vector
+    if isinstance(vector, np.ndarray):
+        floats: list[float] = vector.tolist()
+        return floats
+    return [float(x) for x in vector]
+
+
+def collection_not_found(name: str | None) -> NotFound:
+    return NotFound(f"no collection named {name!r}", code="collection_not_found", extra={"collection": name})
+
+
+def collection_already_exists(name: str) -> Conflict:
+    return Conflict(f"a collection named {name!r} already exists", code="collection_exists", extra={"collection": name})
+
+
+def identity_not_found(name: str) -> NotFound:
+    """The collection exists but :func:`valid_identity` finds no identity of its own in it."""
+    return NotFound(f"collection {name!r} holds no valid Ragu identity record", code="identity_not_found")
