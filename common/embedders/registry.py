@@ -9,7 +9,7 @@ from common.embedders.local import LocalProvider
 def default_registry(
     *,
     local_threads: int = 1,
-    local_batch_size: int = 16,
+    local_batch_size: int = 1,
     cohere_api_key: str | None = None,
     cohere_base_url: str | None = None,
 ) -> EmbedderRegistry:

@@ -10,7 +10,6 @@ import pytest
 from litestar import Litestar
 
 from chonkit.app import create_app
-from chonkit.document.storage import BlobStore
 from chonkit.embedding.worker import EmbeddingWorker
 from common.auth import mint_dev_token
 from common.clients import SharedClients
@@ -35,13 +34,6 @@ async def chonkit(
     async with app_client(create_app(settings, database=db, clients=clients, worker=False)) as client:
         client.headers.update(bearer(settings))
         yield client
-
-
-@pytest.fixture
-def worker(settings: Settings, db: SingleConnectionDatabase, clients: SharedClients) -> EmbeddingWorker:
-    return EmbeddingWorker(
-        db, BlobStore(settings.data_path / "documents"), clients.embedders, clients.vectors, heartbeat_seconds=0.2
-    )
 
 
 async def drain(worker: EmbeddingWorker) -> int:

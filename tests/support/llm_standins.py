@@ -18,6 +18,7 @@ HTTP status, stall mid-stream (sending only keep-alive comments until the client
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
@@ -43,6 +44,8 @@ class Script:
     """Send this many tokens, then only keep-alive comments until the client disconnects."""
     drop_after: int | None = None
     """Send this many tokens, then close the connection without ending the response."""
+    error_after: int | None = None
+    """Send this many tokens, then the vendor's in-stream error event, and end the response."""
     input_tokens: int = 42
     output_tokens: int = 7
 
@@ -64,7 +67,9 @@ class _Plan:
     """Index in ``events`` of each token's event, to stall or drop right after the n-th token."""
 
 
-class _StandinServer:
+class _StandinServer(abc.ABC):
+    """The HTTP/1.1 plumbing; a vendor subclass says what its stream and its error bodies look like."""
+
     api_path = "/"
 
     def __init__(self, *, api_key: str | None, keepalive_seconds: float = 0.05) -> None:
@@ -165,11 +170,13 @@ class _StandinServer:
                 await writer.drain()
         self.client_disconnected.set()
 
+    @abc.abstractmethod
     def plan(self, body: Any, script: Script) -> _Plan:
-        raise NotImplementedError
+        """The events answering one request ``body`` (parsed JSON) under ``script``."""
 
+    @abc.abstractmethod
     def error_body(self, message: str) -> Any:
-        raise NotImplementedError
+        """The vendor's JSON error body."""
 
 
 class OpenAIStandin(_StandinServer):
@@ -202,9 +209,13 @@ class OpenAIStandin(_StandinServer):
 
         plan = _Plan([chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])])
         plan.events.append(b": keep-alive\n\n")
-        for token in script.tokens:
+        for token in script.tokens[: script.error_after]:
             plan.token_positions.append(len(plan.events))
             plan.events.append(chunk([{"index": 0, "delta": {"content": token}, "finish_reason": None}]))
+        if script.error_after is not None:
+            error = {"error": {"message": script.error_message, "type": "server_error", "param": None, "code": None}}
+            plan.events.append(b"data: " + json.dumps(error).encode() + b"\n\n")
+            return plan
         plan.events.append(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
         if body.get("stream_options", {}).get("include_usage"):
             total = script.input_tokens + script.output_tokens
@@ -234,11 +245,15 @@ class CohereChatStandin(_StandinServer):
         plan = _Plan([event("message-start", {"id": "standin-message", "delta": {"message": start}})])
         text_start = {"message": {"content": {"type": "text", "text": ""}}}
         plan.events.append(event("content-start", {"index": 0, "delta": text_start}))
-        for token in script.tokens:
+        for token in script.tokens[: script.error_after]:
             plan.token_positions.append(len(plan.events))
             delta = {"message": {"content": {"text": token}}}
             plan.events.append(event("content-delta", {"index": 0, "delta": delta}))
         plan.events.append(event("content-end", {"index": 0}))
+        if script.error_after is not None:
+            failed = {"finish_reason": "ERROR", "error": script.error_message}
+            plan.events.append(event("message-end", {"delta": failed}))
+            return plan
         usage = {
             # billed units leave out the prompt template Cohere adds; raw token counts include it
             "billed_units": {"input_tokens": script.input_tokens, "output_tokens": script.output_tokens},

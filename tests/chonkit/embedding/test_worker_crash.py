@@ -53,7 +53,7 @@ def _start_worker(settings: Settings, database_url: str, log: Path) -> subproces
         RAGU_AUTO_MIGRATE="false",
     )
     with log.open("ab") as stderr:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(  # noqa: S603 - our own CLI
+        return subprocess.Popen(
             [sys.executable, "-m", "ragu.cli", "worker"], env=env, stdout=subprocess.DEVNULL, stderr=stderr
         )
 
@@ -72,7 +72,7 @@ async def test_sigkilled_worker_is_taken_over_without_duplicates(
     ).json()
     ids = []
     for i in range(DOCUMENTS):
-        pages = [f"Document {i}, page {p}. " + "Sentences about topic number %d. " % (i * 7 + p) * 40 for p in range(4)]
+        pages = [f"Document {i}, page {p}. " + f"Sentences about topic number {i * 7 + p}. " * 40 for p in range(4)]
         upload = await client.post("/documents", files=[("files", (f"crash-{i}.pdf", pdf(pages), "application/pdf"))])
         ids.append(upload.json()["results"][0]["document"]["id"])
     job = (await client.post(f"/collections/{collection['id']}/documents", json={"document_ids": ids})).json()["job"]

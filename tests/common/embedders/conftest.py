@@ -1,4 +1,4 @@
-"""One real all-MiniLM-L6-v2 embedder for the whole session: loading the ONNX session is the slow part."""
+"""Real all-MiniLM-L6-v2 embedders shared by the session: loading the ONNX session is the slow part."""
 
 from __future__ import annotations
 
@@ -11,6 +11,15 @@ from common.embedders.local import LocalEmbedder
 
 @pytest.fixture(scope="session")
 async def minilm() -> AsyncIterator[LocalEmbedder]:
+    """The default configuration: one text per inference call."""
     embedder = LocalEmbedder()
+    yield embedder
+    await embedder.aclose()
+
+
+@pytest.fixture(scope="session")
+async def minilm_batched() -> AsyncIterator[LocalEmbedder]:
+    """Several texts per call, to exercise length-sorted padded batches."""
+    embedder = LocalEmbedder(batch_size=4)
     yield embedder
     await embedder.aclose()

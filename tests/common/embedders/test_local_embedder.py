@@ -70,18 +70,26 @@ async def test_paraphrase_ranks_above_unrelated_sentence(minilm: LocalEmbedder) 
 async def test_agrees_with_sentence_transformers(minilm: LocalEmbedder, item: dict[str, object]) -> None:
     expected = np.asarray(item["vector"], dtype=np.float32)
     ours = await minilm.embed_query(str(item["text"]))
-    cosine = float(ours @ expected) / float(np.linalg.norm(expected))
-    # The packaged weights are stored as int8 (computed in float32): measured >= 0.9990 on SciFact abstracts.
-    assert cosine >= 0.998
+    # The packaged weights are stored as int8 (the arithmetic is float32). Measured on these texts: 0.9994 to
+    # 0.9996, and 0.9963 for the empty string, whose [CLS] [SEP] alone magnifies the rounding.
+    assert float(ours @ expected) / float(np.linalg.norm(expected)) >= 0.995
 
 
-async def test_length_sorted_batches_come_back_in_input_order(minilm: LocalEmbedder) -> None:
-    texts = [LONG, "short", "a medium length sentence about rivers and bridges", "", LONG[:300], "tiny one"]
-    together = await minilm.embed_documents(texts)
-    alone = np.stack([await minilm.embed_query(text) for text in texts])
+MIXED_LENGTHS = [LONG, "short", "a medium length sentence about rivers and bridges", "", LONG[:300], "tiny one"]
+
+
+async def test_length_sorted_batches_come_back_in_input_order(minilm_batched: LocalEmbedder) -> None:
+    together = await minilm_batched.embed_documents(MIXED_LENGTHS)
+    alone = np.stack([await minilm_batched.embed_query(text) for text in MIXED_LENGTHS])
     # Padding to a batch's longest changes float summation order only, never which row is which.
     np.testing.assert_allclose(together, alone, atol=1e-5)
-    assert (np.argmax(together @ alone.T, axis=1) == np.arange(len(texts))).all()
+    assert (np.argmax(together @ alone.T, axis=1) == np.arange(len(MIXED_LENGTHS))).all()
+
+
+async def test_default_vectors_do_not_depend_on_batch_neighbours(minilm: LocalEmbedder) -> None:
+    together = await minilm.embed_documents(MIXED_LENGTHS)
+    alone = np.stack([await minilm.embed_query(text) for text in MIXED_LENGTHS])
+    np.testing.assert_array_equal(together, alone)
 
 
 async def test_long_text_is_truncated_for_embedding_but_counted_in_full(minilm: LocalEmbedder) -> None:

@@ -1,0 +1,159 @@
+"""Agents for admins: configuration with versions, collection assignments learned from identity
+records, and an explanation of who can search what."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from common.auth import Authenticator, Principal
+from common.errors import InvalidInput, NotFound
+from kappi.access.identities import IdentityReader
+from kappi.access.policy import agent_visible
+from kappi.agent.models import (
+    VERSIONED_FIELDS,
+    AccessExplanation,
+    AccessQuery,
+    Agent,
+    AgentCreate,
+    AgentUpdate,
+    AgentVersion,
+    AssignmentChanges,
+    AssignmentReport,
+    AssignmentResult,
+)
+from kappi.agent.repository import AgentRepository
+from kappi.llm.prompt import validate_context_template
+from kappi.retrieval.service import Retriever
+
+ModelCheck = Callable[[str, str], None]
+"""Raises ``InvalidInput`` for an unknown LLM provider or model."""
+
+
+def check_groups(groups: Iterable[str]) -> list[str]:
+    """Groups match exactly, so stray whitespace is refused rather than silently never matching."""
+    cleaned = sorted(set(groups))
+    for group in cleaned:
+        if group != group.strip() or any(ch in group for ch in "\r\n\t\0"):
+            raise InvalidInput(
+                f"Group {group!r} has leading/trailing whitespace or control characters.", code="invalid_group"
+            )
+    return cleaned
+
+
+class AgentService:
+    def __init__(
+        self,
+        repo: AgentRepository,
+        identities: IdentityReader,
+        retriever: Retriever,
+        check_model: ModelCheck,
+        authenticator: Authenticator,
+    ) -> None:
+        self.repo = repo
+        self.identities = identities
+        self.retriever = retriever
+        self.check_model = check_model
+        self.authenticator = authenticator
+
+    async def create(self, request: AgentCreate, admin: Principal) -> Agent:
+        self.check_model(request.llm_provider, request.llm_model)
+        if request.context_template is not None:
+            validate_context_template(request.context_template)
+        agent_id = uuid.uuid4()
+        await self.repo.insert(agent_id, request.name, request.description, check_groups(request.groups))
+        config = {field: getattr(request, field) for field in VERSIONED_FIELDS}
+        await self.repo.add_version(agent_id, 1, config, admin.subject)
+        return await self.get(agent_id)
+
+    async def all(self) -> list[Agent]:
+        return [await self.repo.assemble(row) for row in await self.repo.rows()]
+
+    async def get(self, agent_id: UUID) -> Agent:
+        row = await self.repo.row(agent_id)
+        if row is None:
+            raise NotFound(f"No agent {agent_id}.", code="agent_not_found")
+        return await self.repo.assemble(row)
+
+    async def update(self, agent_id: UUID, request: AgentUpdate, admin: Principal) -> Agent:
+        """Agent-level fields change in place; LLM and instruction changes become a new version, so
+        earlier answers keep pointing at the configuration that produced them."""
+        agent = await self.get(agent_id)
+        sent = {f: v for f in request.__struct_fields__ if (v := getattr(request, f)) is not msgspec.UNSET}
+        agent_fields: dict[str, Any] = {f: sent[f] for f in ("name", "description", "groups") if f in sent}
+        if "groups" in agent_fields:
+            agent_fields["groups"] = check_groups(agent_fields["groups"])
+        await self.repo.update(agent_id, agent_fields)
+        current = {f: getattr(agent.config, f) for f in VERSIONED_FIELDS}
+        wanted = {**current, **{f: sent[f] for f in VERSIONED_FIELDS if f in sent}}
+        if wanted != current:
+            self.check_model(wanted["llm_provider"], wanted["llm_model"])
+            if wanted["context_template"] is not None:
+                validate_context_template(wanted["context_template"])
+            await self.repo.add_version(agent_id, agent.current_version + 1, wanted, admin.subject)
+        return await self.get(agent_id)
+
+    async def set_active(self, agent_id: UUID, active: bool) -> Agent:
+        await self.get(agent_id)
+        await self.repo.update(agent_id, {"active": active})
+        return await self.get(agent_id)
+
+    async def delete(self, agent_id: UUID) -> None:
+        if not await self.repo.delete(agent_id):
+            raise NotFound(f"No agent {agent_id}.", code="agent_not_found")
+
+    async def versions(self, agent_id: UUID) -> list[AgentVersion]:
+        await self.get(agent_id)
+        return await self.repo.versions(agent_id)
+
+    async def assign(self, agent_id: UUID, changes: AssignmentChanges) -> AssignmentReport:
+        """Each added collection is learned from its identity record (read and validated now); a missing
+        or invalid identity fails that item only. Groups are not stored: they are read on every question."""
+        await self.get(agent_id)
+        results: list[AssignmentResult] = []
+        for ref in changes.remove:
+            removed = await self.repo.unassign(agent_id, ref.vector_provider, ref.name)
+            results.append(
+                AssignmentResult(
+                    vector_provider=ref.vector_provider,
+                    name=ref.name,
+                    action="removed",
+                    ok=removed,
+                    code=None if removed else "not_assigned",
+                    detail=None if removed else "the collection was not assigned to this agent",
+                )
+            )
+        for spec in changes.add:
+            base = {"vector_provider": spec.vector_provider, "name": spec.name}
+            status = await self.identities.read(spec.vector_provider, spec.name)
+            if status.identity is None:
+                detail = status.detail or "no identity record"
+                results.append(AssignmentResult(**base, action="add", ok=False, code=status.problem, detail=detail))
+                continue
+            created = await self.repo.assign(agent_id, spec, status.identity.collection_id)
+            results.append(AssignmentResult(**base, action="added" if created else "updated", ok=True))
+        return AssignmentReport(results=results, collections=await self.repo.assignments(agent_id))
+
+    async def explain(self, agent_id: UUID, query: AccessQuery) -> AccessExplanation:
+        """What a user with these groups (or this token) could search through this agent, and why not the rest."""
+        agent = await self.get(agent_id)
+        subject = None
+        if query.token is not None:
+            principal = await self.authenticator.authenticate(f"Bearer {query.token}")
+            groups, subject = principal.groups, principal.subject
+        elif query.groups is not None:
+            groups = frozenset(query.groups)
+        else:
+            raise InvalidInput("Give either 'groups' or 'token'.", code="groups_or_token_required")
+        self.identities.forget()  # an explanation must reflect this instant, not the cache
+        verdicts = await self.retriever.verdicts(agent.collections, groups)
+        return AccessExplanation(
+            groups=sorted(groups),
+            subject=subject,
+            agent_visible=agent.active and agent_visible(agent.groups, groups),
+            collections=[v for v, _ in verdicts],
+        )

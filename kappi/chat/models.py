@@ -1,0 +1,86 @@
+"""What the chat API speaks: a user's chats, messages, citations and stream events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import msgspec
+
+Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class ChatCreate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    agent_id: UUID
+    title: Title | None = None
+
+
+class ChatRename(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    title: Title
+
+
+class Question(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    content: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)]
+
+
+class Chat(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    agent_id: UUID
+    agent_name: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class Citation(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a passage of an answer came from; numbered as the ``[n]`` markers in the answer."""
+
+    citation: int
+    collection: str
+    vector_provider: str
+    document_id: str
+    document_name: str | None
+    page_start: int | None
+    page_end: int | None
+    text: str
+    score: float
+
+
+class Timings(msgspec.Struct, frozen=True, kw_only=True):
+    embed_ms: float
+    search_ms: float
+    llm_ms: float
+    total_ms: float
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    role: Literal["user", "assistant"]
+    content: str
+    status: Literal["complete", "error", "cancelled"]
+    agent_version: int | None
+    citations: list[Citation]
+    usage: Usage | None
+    timings: Timings | None
+    error_code: str | None
+    created_at: datetime
+
+
+class ChatDetail(msgspec.Struct, frozen=True, kw_only=True):
+    chat: Chat
+    messages: list[Message]
+
+
+class Answer(msgspec.Struct, frozen=True, kw_only=True):
+    question: Message
+    answer: Message
+
+
+def to_builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)

@@ -1,0 +1,101 @@
+"""SQL for ``kappi.chats`` and ``kappi.messages``. Every read is scoped to the owner: another user's
+chat is indistinguishable from one that does not exist."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from common.db.database import Connection
+from kappi.chat.models import Chat, Citation, Message, Timings, Usage
+
+_CHAT = """SELECT c.id, c.agent_id, a.name AS agent_name, c.title, c.created_at, c.updated_at
+           FROM kappi.chats c JOIN kappi.agents a ON a.id = c.agent_id"""
+_MESSAGE = """SELECT id, role, content, status, agent_version, citations, usage, timings, error_code, created_at
+              FROM kappi.messages"""
+
+
+class ChatRepository:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def create(self, chat_id: UUID, agent_id: UUID, owner: str, title: str) -> None:
+        await self.conn.execute(
+            "INSERT INTO kappi.chats (id, agent_id, owner, title) VALUES ($1, $2, $3, $4)",
+            chat_id,
+            agent_id,
+            owner,
+            title,
+        )
+
+    async def get(self, chat_id: UUID, owner: str) -> Chat | None:
+        record = await self.conn.fetchrow(_CHAT + " WHERE c.id = $1 AND c.owner = $2", chat_id, owner)
+        return None if record is None else msgspec.convert(dict(record), Chat)
+
+    async def of_owner(self, owner: str, limit: int, offset: int) -> list[Chat]:
+        records = await self.conn.fetch(
+            _CHAT + " WHERE c.owner = $1 ORDER BY c.updated_at DESC, c.id LIMIT $2 OFFSET $3", owner, limit, offset
+        )
+        return [msgspec.convert(dict(r), Chat) for r in records]
+
+    async def rename(self, chat_id: UUID, owner: str, title: str) -> bool:
+        status = await self.conn.execute(
+            "UPDATE kappi.chats SET title = $3, updated_at = now() WHERE id = $1 AND owner = $2", chat_id, owner, title
+        )
+        return status.endswith(" 1")
+
+    async def delete(self, chat_id: UUID, owner: str) -> bool:
+        status = await self.conn.execute("DELETE FROM kappi.chats WHERE id = $1 AND owner = $2", chat_id, owner)
+        return status.endswith(" 1")
+
+    async def messages(self, chat_id: UUID, *, limit: int | None = None) -> list[Message]:
+        """Oldest first; with ``limit``, the most recent ones."""
+        if limit is None:
+            records = await self.conn.fetch(_MESSAGE + " WHERE chat_id = $1 ORDER BY created_at, id", chat_id)
+        else:
+            records = await self.conn.fetch(
+                f"SELECT * FROM ({_MESSAGE} WHERE chat_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2) recent "
+                "ORDER BY created_at, id",
+                chat_id,
+                limit,
+            )
+        return [msgspec.convert(dict(r), Message) for r in records]
+
+    async def add_message(
+        self,
+        message_id: UUID,
+        chat_id: UUID,
+        role: str,
+        content: str,
+        *,
+        status: str = "complete",
+        agent_version: int | None = None,
+        citations: list[Citation] | None = None,
+        usage: Usage | None = None,
+        timings: Timings | None = None,
+        error_code: str | None = None,
+    ) -> Message:
+        record = await self.conn.fetchrow(
+            """INSERT INTO kappi.messages
+                   (id, chat_id, role, content, status, agent_version, citations, usage, timings, error_code)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+               RETURNING id, role, content, status, agent_version, citations, usage, timings, error_code, created_at""",
+            message_id,
+            chat_id,
+            role,
+            content,
+            status,
+            agent_version,
+            _builtins(citations or []),
+            _builtins(usage),
+            _builtins(timings),
+            error_code,
+        )
+        await self.conn.execute("UPDATE kappi.chats SET updated_at = now() WHERE id = $1", chat_id)
+        return msgspec.convert(dict(record or {}), Message)
+
+
+def _builtins(value: Any) -> Any:
+    return None if value is None else msgspec.to_builtins(value)

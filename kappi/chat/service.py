@@ -1,0 +1,267 @@
+"""Chat: a user's question → retrieval over what their groups allow → the agent's LLM → a cited answer.
+
+Access is decided on every question, never once per chat: the agent must still be visible to the
+user, and :class:`~kappi.retrieval.service.Retriever` re-reads the collections' identities. Nothing
+about collections the user cannot read reaches them — not in sources, citations, errors or timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from common.auth import Principal
+from common.db import Database
+from common.errors import AppError, NotFound
+from kappi.access.policy import agent_visible
+from kappi.agent.models import Agent, AgentVersion
+from kappi.agent.repository import AgentRepository
+from kappi.chat.models import Answer, Chat, ChatDetail, Citation, Message, Timings, Usage
+from kappi.chat.repository import ChatRepository
+from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token
+from kappi.llm.base import Usage as LlmUsage
+from kappi.llm.prompt import system_prompt_with_context
+from kappi.llm.registry import LlmRegistry
+from kappi.retrieval.service import Retrieval, Retriever
+
+HISTORY_MESSAGES = 6
+"""Recent messages (three turns) sent with a follow-up question."""
+
+
+class Prepared(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything an answer needs, gathered inside the request's transaction."""
+
+    chat: Chat
+    agent: Agent
+    config: AgentVersion
+    question: Message
+    history: list[ChatMessage]
+    groups: frozenset[str]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """One stream event: ``sources``, ``token``, ``done`` or ``error``."""
+
+    event: str
+    data: dict[str, Any]
+
+
+class ChatService:
+    def __init__(self, chats: ChatRepository, agents: AgentRepository, retriever: Retriever, llms: LlmRegistry) -> None:
+        self.chats = chats
+        self.agents = agents
+        self.retriever = retriever
+        self.llms = llms
+
+    async def visible_agent(self, agent_id: UUID, principal: Principal) -> Agent:
+        """The agent if this user may use it now; otherwise "not found" (its existence is not revealed)."""
+        row = await self.agents.row(agent_id)
+        if row is None or not row.active or not agent_visible(row.groups, principal.groups):
+            raise NotFound(f"No agent {agent_id}.", code="agent_not_found")
+        return await self.agents.assemble(row)
+
+    async def usable_agents(self, principal: Principal) -> list[Agent]:
+        rows = await self.agents.rows(active_only=True)
+        return [await self.agents.assemble(r) for r in rows if agent_visible(r.groups, principal.groups)]
+
+    async def create(self, agent_id: UUID, title: str | None, principal: Principal) -> Chat:
+        agent = await self.visible_agent(agent_id, principal)
+        chat_id = uuid.uuid4()
+        await self.chats.create(chat_id, agent.id, principal.subject, title or f"Chat with {agent.name}")
+        return await self.get(chat_id, principal)
+
+    async def get(self, chat_id: UUID, principal: Principal) -> Chat:
+        chat = await self.chats.get(chat_id, principal.subject)
+        if chat is None:
+            raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
+        return chat
+
+    async def detail(self, chat_id: UUID, principal: Principal) -> ChatDetail:
+        chat = await self.get(chat_id, principal)
+        return ChatDetail(chat=chat, messages=await self.chats.messages(chat.id))
+
+    async def mine(self, principal: Principal, limit: int, offset: int) -> list[Chat]:
+        return await self.chats.of_owner(principal.subject, limit, offset)
+
+    async def rename(self, chat_id: UUID, title: str, principal: Principal) -> Chat:
+        if not await self.chats.rename(chat_id, principal.subject, title):
+            raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
+        return await self.get(chat_id, principal)
+
+    async def delete(self, chat_id: UUID, principal: Principal) -> None:
+        if not await self.chats.delete(chat_id, principal.subject):
+            raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
+
+    async def prepare(self, chat_id: UUID, content: str, principal: Principal) -> Prepared:
+        """Check access and store the question (committed before any streaming starts)."""
+        chat = await self.get(chat_id, principal)
+        agent = await self.visible_agent(chat.agent_id, principal)
+        history = [
+            ChatMessage(role=m.role, content=m.content)
+            for m in await self.chats.messages(chat.id, limit=HISTORY_MESSAGES)
+            if m.status == "complete"
+        ]
+        question = await self.chats.add_message(uuid.uuid4(), chat.id, "user", content)
+        return Prepared(
+            chat=chat, agent=agent, config=agent.config, question=question, history=history, groups=principal.groups
+        )
+
+
+class Answerer:
+    """Runs retrieval and the LLM for a prepared question; saves the answer on its own connection (a
+    streaming response outlives the request's transaction)."""
+
+    def __init__(self, db: Database, retriever: Retriever, llms: LlmRegistry) -> None:
+        self.db = db
+        self.retriever = retriever
+        self.llms = llms
+
+    async def events(self, prepared: Prepared, *, reraise: bool = False) -> AsyncIterator[Event]:
+        """``sources``, then ``token``s, then ``done`` — or an ``error`` event (``reraise``: the error itself).
+        The answer is saved whatever happens, with its status, so the history shows failed answers too."""
+        started = time.perf_counter()
+        answer_id = uuid.uuid4()
+        parts: list[str] = []
+        citations: list[Citation] = []
+        usage = Usage()
+        retrieval: Retrieval | None = None
+        status, error_code = "complete", None
+        llm_started = started
+        try:
+            retrieval = await self.retriever.retrieve(
+                prepared.agent.collections, prepared.groups, prepared.question.content
+            )
+            citations = _citations(retrieval)
+            yield Event(event="sources", data={"citations": msgspec.to_builtins(citations)})
+            request = _llm_request(prepared, retrieval)
+            llm_started = time.perf_counter()
+            # aclosing: a client that goes away stops the upstream LLM call now, not at garbage collection.
+            async with contextlib.aclosing(self.llms.get(prepared.config.llm_provider).stream(request)) as stream:
+                async for item in stream:
+                    if isinstance(item, Token):
+                        parts.append(item.text)
+                        yield Event(event="token", data={"text": item.text})
+                    elif isinstance(item, LlmUsage):
+                        usage = Usage(input_tokens=item.input_tokens, output_tokens=item.output_tokens)
+        except AppError as exc:
+            status, error_code = "error", exc.code
+            if reraise:
+                raise
+            yield Event(event="error", data={"code": exc.code, "detail": exc.detail})
+        except (asyncio.CancelledError, GeneratorExit):
+            status, error_code = "cancelled", "client_disconnected"
+            raise
+        finally:
+            finished = time.perf_counter()
+            timings = Timings(
+                embed_ms=retrieval.embed_ms if retrieval else 0.0,
+                search_ms=retrieval.search_ms if retrieval else 0.0,
+                llm_ms=round((finished - llm_started) * 1000, 3) if parts or status == "complete" else 0.0,
+                total_ms=round((finished - started) * 1000, 3),
+            )
+            saved = await asyncio.shield(
+                self._save(
+                    prepared,
+                    answer_id,
+                    content="".join(parts),
+                    status=status,
+                    citations=citations,
+                    usage=usage,
+                    timings=timings,
+                    error_code=error_code,
+                )
+            )
+        if status == "complete":
+            yield Event(
+                event="done",
+                data={
+                    "message_id": str(saved.id),
+                    "usage": msgspec.to_builtins(usage),
+                    "timings": msgspec.to_builtins(timings),
+                    "sources_used": len(citations),
+                },
+            )
+
+    async def answer(self, prepared: Prepared) -> Answer:
+        """The non-streaming variant: the same pipeline, collected; errors are raised as they are."""
+        async for _ in self.events(prepared, reraise=True):
+            pass
+        async with self.db.transaction() as conn:
+            messages = await ChatRepository(conn).messages(prepared.chat.id, limit=1)
+        return Answer(question=prepared.question, answer=messages[-1])
+
+    async def _save(
+        self,
+        prepared: Prepared,
+        answer_id: UUID,
+        *,
+        content: str,
+        status: str,
+        citations: list[Citation],
+        usage: Usage,
+        timings: Timings,
+        error_code: str | None,
+    ) -> Message:
+        async with self.db.transaction() as conn:
+            return await ChatRepository(conn).add_message(
+                answer_id,
+                prepared.chat.id,
+                "assistant",
+                content,
+                status=status,
+                agent_version=prepared.config.version,
+                citations=citations,
+                usage=usage,
+                timings=timings,
+                error_code=error_code,
+            )
+
+
+def _citations(retrieval: Retrieval) -> list[Citation]:
+    return [
+        Citation(
+            citation=n,
+            collection=c.collection,
+            vector_provider=c.vector_provider,
+            document_id=c.document_id,
+            document_name=c.document_name,
+            page_start=c.page_start,
+            page_end=c.page_end,
+            text=c.text,
+            score=round(c.score, 6),
+        )
+        for n, c in enumerate(retrieval.chunks, start=1)
+    ]
+
+
+def _llm_request(prepared: Prepared, retrieval: Retrieval) -> LlmRequest:
+    passages = [
+        Passage(
+            collection=c.collection,
+            instruction=c.instruction or None,
+            document_id=c.document_id,
+            document_name=c.document_name,
+            page_start=c.page_start,
+            page_end=c.page_end,
+            text=c.context,
+            score=c.score,
+            citation=n,
+        )
+        for n, c in enumerate(retrieval.chunks, start=1)
+    ]
+    config = prepared.config
+    return LlmRequest(
+        model=config.llm_model,
+        system=system_prompt_with_context(config.system_prompt, passages, config.context_template),
+        messages=[*prepared.history, ChatMessage(role="user", content=prepared.question.content)],
+        passages=passages,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+    )

@@ -1,0 +1,228 @@
+"""Retrieval for one question: which collections may be searched, and the passages found in them.
+
+Both access checks happen here, independently: (1) only collections whose live identity allows the
+user's groups are searched; (2) every search carries a payload filter on the chunks' own ``groups``.
+The two switches exist so tests can prove that each check alone holds; production never turns
+either off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import msgspec
+import numpy as np
+
+from common.embedders.base import EmbedderRegistry
+from common.errors import AppError
+from common.vectors.base import SearchFilter, SearchHit
+from common.vectors.registry import VectorRegistry
+from kappi.access.identities import IdentityReader
+from kappi.access.policy import Reason, Verdict, collection_groups, readable
+from kappi.agent.models import Assignment
+from schemas.models import Identity
+
+PASSAGE_PROPERTIES = (
+    "content",
+    "document_id",
+    "document_name",
+    "page_start",
+    "page_end",
+    "chunk_index",
+    "parent_index",
+    "parent_content",
+)
+
+
+class Searchable(msgspec.Struct, frozen=True, kw_only=True):
+    assignment: Assignment
+    identity: Identity
+
+
+class RetrievedChunk(msgspec.Struct, frozen=True, kw_only=True):
+    vector_provider: str
+    collection: str
+    instruction: str
+    document_id: str
+    document_name: str | None
+    page_start: int | None
+    page_end: int | None
+    text: str
+    """The matching chunk, as cited."""
+    context: str
+    """What the LLM reads: the parent chunk for parent/child documents, else the chunk itself."""
+    score: float
+    distance: float
+
+
+class Retrieval(msgspec.Struct, frozen=True, kw_only=True):
+    chunks: list[RetrievedChunk]
+    collections_searched: int
+    embed_ms: float
+    search_ms: float
+
+
+class QueryVectors:
+    """An LRU cache of query embeddings: a repeated question skips the embedding model."""
+
+    def __init__(self, embedders: EmbedderRegistry, *, size: int = 2048) -> None:
+        self.embedders = embedders
+        self.size = size
+        self._cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
+
+    async def get(self, provider: str, model: str, text: str) -> np.ndarray:
+        key = (provider, model, text)
+        vector = self._cache.get(key)
+        if vector is not None:
+            self._cache.move_to_end(key)
+            return vector
+        vector = await self.embedders.get(provider, model).embed_query(text)
+        self._cache[key] = vector
+        if len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return vector
+
+
+class Retriever:
+    def __init__(
+        self,
+        identities: IdentityReader,
+        vectors: VectorRegistry,
+        query_vectors: QueryVectors,
+        *,
+        check_identity_groups: bool = True,
+        filter_chunks: bool = True,
+    ) -> None:
+        self.identities = identities
+        self.vectors = vectors
+        self.query_vectors = query_vectors
+        self.check_identity_groups = check_identity_groups
+        self.filter_chunks = filter_chunks
+
+    async def verdicts(
+        self, assignments: Sequence[Assignment], user_groups: frozenset[str]
+    ) -> list[tuple[Verdict, Searchable | None]]:
+        """For each assigned collection: may these groups search it, and why (or why not)."""
+        statuses = await asyncio.gather(*(self.identities.read(a.vector_provider, a.name) for a in assignments))
+        results: list[tuple[Verdict, Searchable | None]] = []
+        for assignment, status in zip(assignments, statuses, strict=True):
+            identity = status.identity
+            if identity is None:
+                verdict = _verdict(assignment, status.problem or "identity_missing", status.detail or "")
+                results.append((verdict, None))
+            elif identity.collection_id != assignment.collection_id:
+                detail = "a different collection now has this name; reassign it to search it"
+                results.append((_verdict(assignment, "collection_replaced", detail), None))
+            else:
+                groups = sorted(collection_groups(identity))
+                searchable = Searchable(assignment=assignment, identity=identity)
+                if not readable(identity, user_groups):
+                    detail = "the collection is restricted to groups these groups do not include"
+                    results.append((_verdict(assignment, "not_a_member", detail, groups=groups), searchable))
+                elif groups:
+                    matched = sorted(user_groups.intersection(groups))
+                    verdict = _verdict(
+                        assignment, "member", "member of " + ", ".join(matched), groups=groups, matched=matched
+                    )
+                    results.append((verdict, searchable))
+                else:
+                    results.append(
+                        (_verdict(assignment, "public", "the collection has no groups", groups=[]), searchable)
+                    )
+        return results
+
+    async def retrieve(
+        self, assignments: Sequence[Assignment], user_groups: frozenset[str], question: str
+    ) -> Retrieval:
+        verdicts = await self.verdicts(assignments, user_groups)
+        targets = [s for v, s in verdicts if s is not None and (v.searchable or not self.check_identity_groups)]
+        started = time.perf_counter()
+        models = {(t.identity.embeddingProvider, t.identity.model) for t in targets}
+        vectors = dict(
+            zip(
+                models,
+                await asyncio.gather(*(self.query_vectors.get(p, m, question) for p, m in models)),
+                strict=True,
+            )
+        )
+        embedded = time.perf_counter()
+        where = SearchFilter(readable_by=user_groups) if self.filter_chunks else None
+        found = await asyncio.gather(*(self._search(t, vectors, where) for t in targets))
+        searched = time.perf_counter()
+        chunks = sorted((c for hits in found for c in hits), key=lambda c: (-c.score, c.document_id))
+        return Retrieval(
+            chunks=_dedupe_parents(chunks),
+            collections_searched=len(targets),
+            embed_ms=round((embedded - started) * 1000, 3),
+            search_ms=round((searched - embedded) * 1000, 3),
+        )
+
+    async def _search(
+        self, target: Searchable, vectors: dict[tuple[str, str], np.ndarray], where: SearchFilter | None
+    ) -> list[RetrievedChunk]:
+        assignment, identity = target.assignment, target.identity
+        vector = vectors[(identity.embeddingProvider, identity.model)]
+        try:
+            hits = await self.vectors.get(assignment.vector_provider).search(
+                assignment.name,
+                vector,
+                limit=assignment.top_k,
+                properties=PASSAGE_PROPERTIES,
+                max_distance=assignment.max_distance,
+                where=where,
+            )
+        except AppError:
+            return []  # a collection that vanished mid-question contributes nothing; the others still answer
+        return [_chunk(assignment, hit) for hit in hits]
+
+
+def _verdict(
+    assignment: Assignment,
+    reason: Reason,
+    detail: str,
+    *,
+    groups: list[str] | None = None,
+    matched: list[str] | None = None,
+) -> Verdict:
+    return Verdict(
+        vector_provider=assignment.vector_provider,
+        collection=assignment.name,
+        searchable=reason in ("member", "public"),
+        reason=reason,
+        detail=detail,
+        matched_groups=matched or [],
+        collection_groups=groups,
+    )
+
+
+def _chunk(assignment: Assignment, hit: SearchHit) -> RetrievedChunk:
+    payload = hit.payload
+    content = str(payload.get("content", ""))
+    return RetrievedChunk(
+        vector_provider=assignment.vector_provider,
+        collection=assignment.name,
+        instruction=assignment.instruction,
+        document_id=str(payload.get("document_id", "")),
+        document_name=payload.get("document_name"),
+        page_start=payload.get("page_start"),
+        page_end=payload.get("page_end"),
+        text=content,
+        context=payload.get("parent_content") or content,
+        score=hit.score,
+        distance=hit.distance,
+    )
+
+
+def _dedupe_parents(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """Several children of one parent would show the LLM the same parent text twice: keep the best."""
+    seen: set[tuple[str, str, str]] = set()
+    kept = []
+    for chunk in chunks:
+        key = (chunk.collection, chunk.document_id, chunk.context)
+        if key not in seen:
+            seen.add(key)
+            kept.append(chunk)
+    return kept

@@ -1,0 +1,131 @@
+"""The offline provider: the relevant sentence, cited; honest when nothing matched; the same answer every time."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kappi.llm import ChatMessage, LlmRequest, Passage, Token, Usage, complete
+from kappi.llm.extractive import CLOSEST, FOUND, NOTHING_FOUND, ExtractiveProvider, extract_answer, question_stems
+
+HANDBOOK = (
+    "Welcome to Example Corp. This handbook describes how we work.\n\n"
+    "Every employee receives 25 days of paid holiday per calendar year. "
+    "Unused holidays may be carried over until March! Ask HR if unsure."
+)
+IT_POLICY = "Laptops are replaced every three years. Passwords must be rotated every quarter."
+HOLIDAY_FAQ = "Holiday requests are approved by your manager. Public holidays are not counted."
+
+
+def passage(citation: int, text: str, score: float = 0.5, name: str = "handbook.pdf") -> Passage:
+    return Passage(
+        collection="HR",
+        instruction=None,
+        document_id=f"doc-{citation}",
+        document_name=name,
+        page_start=1,
+        page_end=1,
+        text=text,
+        score=score,
+        citation=citation,
+    )
+
+
+def request(question: str, passages: list[Passage]) -> LlmRequest:
+    history = [ChatMessage(role="user", content="hello"), ChatMessage(role="assistant", content="Hi!")]
+    return LlmRequest(
+        model="extractive",
+        system="ignored by the extractive provider",
+        messages=[*history, ChatMessage(role="user", content=question)],
+        passages=passages,
+    )
+
+
+async def test_answers_with_the_sentence_that_matches_the_question_and_cites_its_passage() -> None:
+    provider = ExtractiveProvider()
+    passages = [passage(1, IT_POLICY, score=0.9), passage(2, HANDBOOK, score=0.7)]
+    text, usage = await complete(provider, request("How many days of paid holiday does an employee get?", passages))
+    assert text == FOUND + "\n- Every employee receives 25 days of paid holiday per calendar year. [2]"
+    assert usage == Usage(input_tokens=0, output_tokens=0)
+
+
+async def test_ranks_passages_by_matching_terms_then_retrieval_score_and_matches_word_forms() -> None:
+    passages = [passage(1, IT_POLICY, score=0.95), passage(2, HOLIDAY_FAQ, score=0.6), passage(3, HANDBOOK, 0.8)]
+    pieces = extract_answer("Who approves holiday requests?", passages)
+    assert pieces == [
+        FOUND,
+        "\n- Holiday requests are approved by your manager. [2]",  # two terms beat one
+        "\n- Every employee receives 25 days of paid holiday per calendar year. [3]",
+    ]
+    assert question_stems("Who approves the company's policies and policy changes? Don't guess.") == [
+        "approve",
+        "compan",
+        "polic",
+        "change",
+        "guess",
+    ]
+
+
+async def test_offsets_survive_non_ascii_text_windows_line_ends_and_bullets() -> None:
+    german = "Überstunden werden \u201esofort\u201c ausgezahlt. Die Kündigungsfrist beträgt drei Monate."
+    assert extract_answer("Wie lang ist die Kündigungsfrist?", [passage(1, german)])[1:] == [
+        "\n- Die Kündigungsfrist beträgt drei Monate. [1]"
+    ]
+    # "İ" lowercases to two characters; the sentence after it must still come out whole
+    turkish = "İstanbul office hours are 9 to 5. The notice period is 30 days."
+    assert extract_answer("notice period", [passage(2, turkish)])[1:] == ["\n- The notice period is 30 days. [2]"]
+    bullets = "Perks\r\n\r\n\u2022 Free parking on site\r\n\u2022 Lunch is subsidised!\r\nWhy? Because."
+    assert extract_answer("Is lunch subsidised?", [passage(3, bullets)])[1:] == ["\n- Lunch is subsidised! [3]"]
+    assert extract_answer("parking", [passage(3, bullets)])[1:] == ["\n- Free parking on site [3]"]
+
+
+async def test_the_same_sentence_from_overlapping_chunks_is_given_once_with_both_citations() -> None:
+    pieces = extract_answer("paid holiday", [passage(4, HANDBOOK), passage(5, HANDBOOK, name="copy.pdf")])
+    assert pieces[1:] == ["\n- Every employee receives 25 days of paid holiday per calendar year. [4][5]"]
+
+
+async def test_with_no_passages_it_says_nothing_matched() -> None:
+    provider = ExtractiveProvider()
+    events = [event async for event in provider.stream(request("What is the notice period?", []))]
+    assert events == [Token(text=NOTHING_FOUND), Usage(input_tokens=0, output_tokens=0)]
+    assert extract_answer("anything", [passage(1, "  \n ")]) == [NOTHING_FOUND]
+
+
+async def test_passages_without_the_question_words_are_offered_as_closest_matches_not_as_an_answer() -> None:
+    pieces = extract_answer("quantum chromodynamics", [passage(1, IT_POLICY, 0.4), passage(2, HANDBOOK, 0.6)])
+    assert pieces == [
+        CLOSEST,
+        "\n- Welcome to Example Corp. [2]",
+        "\n- Laptops are replaced every three years. [1]",
+    ]
+
+
+async def test_long_sentences_are_cut_at_a_word_and_at_most_three_passages_are_used() -> None:
+    long_text = "holiday " + "word " * 200 + "end."
+    passages = [passage(n, f"Holiday rule number {n}.") for n in range(1, 6)] + [passage(6, long_text, 1.0)]
+    pieces = extract_answer("holiday", passages, max_sentence_chars=40)
+    assert len(pieces) == 4
+    assert pieces[1] == "\n- holiday word word word word word word… [6]"
+
+
+async def test_is_deterministic_and_streams_one_line_per_token() -> None:
+    provider = ExtractiveProvider()
+    passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ), passage(3, HANDBOOK)]
+    runs = [[event async for event in provider.stream(request("holiday requests", passages))] for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    assert [type(event) for event in runs[0]] == [Token, Token, Token, Usage]
+    assert provider.models() == ["extractive"]
+
+
+@given(text=st.text(st.characters(exclude_characters="\0"), max_size=400), question=st.text(max_size=60))
+def test_any_text_gives_only_sentences_quoted_from_its_passage(text: str, question: str) -> None:
+    """NUL is left out: PostgreSQL text cannot hold it, and the extractor uses it to mark sentences."""
+    pieces = extract_answer(question, [passage(1, text)], max_sentence_chars=10_000)
+    if pieces == [NOTHING_FOUND]:  # only when there is nothing but blanks, bullets and dashes to quote
+        assert not text.replace("\u2022", "").replace("-", "").strip()
+        return
+    assert pieces[0] in (FOUND, CLOSEST)
+    for piece in pieces[1:]:
+        quoted = piece.removeprefix("\n- ").removesuffix(" [1]")
+        assert quoted
+        assert quoted in " ".join(text.split())

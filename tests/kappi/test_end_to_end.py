@@ -1,0 +1,288 @@
+"""Through the real HTTP APIs of both services on one PostgreSQL: documents → collections with and
+without groups → an agent → users with different groups asking the same question."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from chonkit.embedding.worker import EmbeddingWorker
+from common.config import Settings
+from tests.chonkit.conftest import drain
+from tests.kappi.conftest import as_user, sse_events
+from tests.support.documents import pdf
+
+QUESTION = "How many vacation days do employees get?"
+
+
+@dataclass
+class World:
+    collections: dict[str, dict[str, Any]]
+    agent: dict[str, Any]
+    secret_agent: dict[str, Any]
+
+
+async def _upload(chonkit: httpx.AsyncClient, name: str, data: bytes) -> str:
+    response = await chonkit.post("/documents", files=[("files", (name, data, "application/octet-stream"))])
+    doc_id: str = response.json()["results"][0]["document"]["id"]
+    return doc_id
+
+
+@pytest.fixture
+async def world(
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, worker: EmbeddingWorker, settings: Settings
+) -> World:
+    suffix = uuid.uuid4().hex[:6]
+    specs = {
+        "hr": (
+            f"Hr_{suffix}",
+            ["hr"],
+            "hr.pdf",
+            pdf(["Vacation: employees get 25 vacation days per year.", "Sick leave rules."]),
+        ),
+        "legal": (
+            f"Legal_{suffix}",
+            ["legal"],
+            "legal.md",
+            b"# Contracts\n\nVacation days are not part of contracts. NDAs last 2 years.",
+        ),
+        "public": (
+            f"Public_{suffix}",
+            [],
+            "public.txt",
+            b"Office hours are 9 to 5. Vacation requests go through the portal.",
+        ),
+    }
+    collections = {}
+    for key, (name, groups, filename, data) in specs.items():
+        created = (
+            await chonkit.post("/collections", json={"name": name, "vector_provider": "pgvector", "groups": groups})
+        ).json()
+        doc_id = await _upload(chonkit, filename, data)
+        await chonkit.post(f"/collections/{created['id']}/documents", json={"document_ids": [doc_id]})
+        collections[key] = created
+    await drain(worker)
+
+    admin = as_user(settings, "root", admin=True)
+    agent = (await kappi.post("/admin/agents", json={"name": "Helper"}, headers=admin)).json()
+    assign = {
+        "add": [
+            {"vector_provider": "pgvector", "name": c["name"], "instruction": f"{k} documents"}
+            for k, c in collections.items()
+        ]
+    }
+    report = (await kappi.put(f"/admin/agents/{agent['id']}/collections", json=assign, headers=admin)).json()
+    assert all(r["ok"] for r in report["results"]), report
+    secret = (await kappi.post("/admin/agents", json={"name": "Board", "groups": ["exec"]}, headers=admin)).json()
+    return World(collections=collections, agent=agent, secret_agent=secret)
+
+
+async def _ask_streaming(
+    kappi: httpx.AsyncClient, headers: dict[str, str], agent_id: str, question: str = QUESTION
+) -> list[tuple[str, Any]]:
+    chat = (await kappi.post("/chats", json={"agent_id": agent_id}, headers=headers)).json()
+    response = await kappi.post(f"/chats/{chat['id']}/messages/stream", json={"content": question}, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return sse_events(response.text)
+
+
+@pytest.mark.parametrize(
+    ("groups", "allowed"),
+    [
+        ((), {"public"}),
+        (("hr",), {"hr", "public"}),
+        (("legal",), {"legal", "public"}),
+        (("hr", "legal"), {"hr", "legal", "public"}),
+        (("HR",), {"public"}),  # exact, case-sensitive matching
+    ],
+)
+async def test_each_user_gets_citations_only_from_collections_they_may_read(
+    kappi: httpx.AsyncClient, world: World, settings: Settings, groups: tuple[str, ...], allowed: set[str]
+) -> None:
+    names = {world.collections[k]["name"] for k in allowed}
+    forbidden = {c["name"] for c in world.collections.values()} - names
+    events = await _ask_streaming(kappi, as_user(settings, "user-" + "-".join(groups), *groups), world.agent["id"])
+    kinds = [e for e, _ in events]
+    assert kinds[0] == "sources"
+    assert kinds[-1] == "done"
+    assert "token" in kinds
+    sources = events[0][1]["citations"]
+    assert {c["collection"] for c in sources} == names  # every allowed collection matched something
+    for event, data in events:  # nothing anywhere in the stream mentions a forbidden collection
+        text = str(data)
+        assert not any(name in text for name in forbidden), (event, data)
+    done = events[-1][1]
+    assert set(done["timings"]) == {"embed_ms", "search_ms", "llm_ms", "total_ms"}
+    answer = "".join(d["text"] for e, d in events if e == "token")
+    assert "[1]" in answer
+
+
+async def test_a_user_outside_an_agents_groups_gets_404(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    outsider = as_user(settings, "carol", "hr")
+    assert (await kappi.get(f"/agents/{world.secret_agent['id']}", headers=outsider)).status_code == 404
+    listed = {a["id"] for a in (await kappi.get("/agents", headers=outsider)).json()}
+    assert world.secret_agent["id"] not in listed
+    assert world.agent["id"] in listed
+    chat = await kappi.post("/chats", json={"agent_id": world.secret_agent["id"]}, headers=outsider)
+    assert (chat.status_code, chat.json()["code"]) == (404, "agent_not_found")
+    insider = as_user(settings, "erin", "exec")
+    assert (await kappi.get(f"/agents/{world.secret_agent['id']}", headers=insider)).status_code == 200
+
+
+async def test_user_agent_view_reveals_no_collections(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    body = (await kappi.get(f"/agents/{world.agent['id']}", headers=as_user(settings, "carol"))).text
+    for collection in world.collections.values():
+        assert collection["name"] not in body
+        assert collection["id"] not in body
+
+
+async def test_revocation_applies_to_the_very_next_question(
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    alice = as_user(settings, "alice", "hr")
+    hr = world.collections["hr"]
+    before = await _ask_streaming(kappi, alice, world.agent["id"])
+    assert hr["name"] in {c["collection"] for c in before[0][1]["citations"]}
+
+    revoked = await chonkit.put(f"/collections/{hr['id']}/groups", json={"groups": ["finance"]})
+    assert revoked.status_code == 200
+    revoked_at = time.perf_counter()
+    after = await _ask_streaming(kappi, alice, world.agent["id"])
+    delay = time.perf_counter() - revoked_at
+    assert hr["name"] not in {c["collection"] for c in after[0][1]["citations"]}
+    assert hr["name"] not in str(after)
+    assert delay <= 1.0
+
+
+async def test_chats_are_private_to_their_owner(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
+    alice, bob = as_user(settings, "alice", "hr"), as_user(settings, "bob", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    answer = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)
+    assert answer.status_code == 200, answer.text
+    message = answer.json()["answer"]
+    assert message["citations"]
+    assert message["status"] == "complete"
+    for method, path, body in [
+        ("GET", f"/chats/{chat['id']}", None),
+        ("PATCH", f"/chats/{chat['id']}", {"title": "mine now"}),
+        ("POST", f"/chats/{chat['id']}/messages", {"content": "hi"}),
+        ("POST", f"/chats/{chat['id']}/messages/stream", {"content": "hi"}),
+        ("DELETE", f"/chats/{chat['id']}", None),
+    ]:
+        response = await kappi.request(method, path, json=body, headers=bob)
+        assert (response.status_code, response.json()["code"]) == (404, "chat_not_found"), (method, path)
+    assert [c["id"] for c in (await kappi.get("/chats", headers=bob)).json()] == []
+    history = (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()
+    assert [m["role"] for m in history["messages"]] == ["user", "assistant"]
+
+
+async def test_chat_history_rename_delete(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
+    alice = as_user(settings, "alice", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"], "title": "Leave"}, headers=alice)).json()
+    renamed = (await kappi.patch(f"/chats/{chat['id']}", json={"title": "Holidays"}, headers=alice)).json()
+    assert renamed["title"] == "Holidays"
+    assert [c["title"] for c in (await kappi.get("/chats", headers=alice)).json()] == ["Holidays"]
+    assert (await kappi.delete(f"/chats/{chat['id']}", headers=alice)).status_code == 204
+    assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).status_code == 404
+
+
+async def test_admins_get_no_bypass_in_chat(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
+    admin = as_user(settings, "root", admin=True)
+    events = await _ask_streaming(kappi, admin, world.agent["id"])
+    assert {c["collection"] for c in events[0][1]["citations"]} == {world.collections["public"]["name"]}
+
+
+async def test_access_explanation(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
+    admin = as_user(settings, "root", admin=True)
+    url = f"/admin/agents/{world.agent['id']}/access"
+    explained = (await kappi.post(url, json={"groups": ["hr"]}, headers=admin)).json()
+    verdicts = {v["collection"]: v for v in explained["collections"]}
+    assert verdicts[world.collections["hr"]["name"]]["reason"] == "member"
+    assert verdicts[world.collections["public"]["name"]]["reason"] == "public"
+    legal = verdicts[world.collections["legal"]["name"]]
+    assert (legal["searchable"], legal["reason"], legal["collection_groups"]) == (False, "not_a_member", ["legal"])
+    token = as_user(settings, "dave", "legal")["Authorization"].removeprefix("Bearer ")
+    by_token = (await kappi.post(url, json={"token": token}, headers=admin)).json()
+    assert by_token["subject"] == "dave"
+    assert {v["collection"] for v in by_token["collections"] if v["searchable"]} == {
+        world.collections["legal"]["name"],
+        world.collections["public"]["name"],
+    }
+    user = await kappi.post(url, json={"groups": []}, headers=as_user(settings, "carol"))
+    assert user.status_code == 403
+
+
+async def test_assigning_a_collection_without_identity_fails_only_that_item(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    admin = as_user(settings, "root", admin=True)
+    body = {
+        "add": [
+            {"vector_provider": "pgvector", "name": "Does_not_exist"},
+            {"vector_provider": "nosuch", "name": "Whatever"},
+            {"vector_provider": "pgvector", "name": world.collections["public"]["name"], "top_k": 3},
+        ]
+    }
+    report = (await kappi.put(f"/admin/agents/{world.agent['id']}/collections", json=body, headers=admin)).json()
+    assert [(r["ok"], r["code"]) for r in report["results"]] == [
+        (False, "identity_missing"),
+        (False, "provider_unavailable"),
+        (True, None),
+    ]
+    public = next(c for c in report["collections"] if c["name"] == world.collections["public"]["name"])
+    assert public["top_k"] == 3
+
+
+async def test_agent_edits_make_versions_and_old_answers_keep_theirs(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    admin, alice = as_user(settings, "root", admin=True), as_user(settings, "alice", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    first = (await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)).json()
+    edited = (
+        await kappi.patch(f"/admin/agents/{world.agent['id']}", json={"system_prompt": "Be brief."}, headers=admin)
+    ).json()
+    assert edited["current_version"] == 2
+    renamed = (await kappi.patch(f"/admin/agents/{world.agent['id']}", json={"description": "x"}, headers=admin)).json()
+    assert renamed["current_version"] == 2  # not a configuration change
+    second = (await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)).json()
+    assert (first["answer"]["agent_version"], second["answer"]["agent_version"]) == (1, 2)
+    versions = (await kappi.get(f"/admin/agents/{world.agent['id']}/versions", headers=admin)).json()
+    assert [v["version"] for v in versions] == [2, 1]
+    assert versions[1]["system_prompt"] != "Be brief."
+
+
+async def test_deactivated_agents_disappear_for_users(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    admin, alice = as_user(settings, "root", admin=True), as_user(settings, "alice", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    await kappi.post(f"/admin/agents/{world.agent['id']}/deactivate", headers=admin)
+    assert (await kappi.get(f"/agents/{world.agent['id']}", headers=alice)).status_code == 404
+    asked = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)
+    assert (asked.status_code, asked.json()["code"]) == (404, "agent_not_found")
+
+
+async def test_bad_agent_configs_are_refused(kappi: httpx.AsyncClient, settings: Settings) -> None:
+    admin = as_user(settings, "root", admin=True)
+    for body, code in [
+        ({"name": "X", "llm_provider": "skynet"}, "unknown_llm_provider"),
+        ({"name": "X", "llm_model": "gpt-17"}, "unknown_llm_model"),
+        ({"name": "X", "groups": ["hr "]}, "invalid_group"),
+    ]:
+        response = await kappi.post("/admin/agents", json=body, headers=admin)
+        assert (response.status_code, response.json()["code"]) == (422, code), body
+    for body in ({"name": ""}, {"name": "X", "temperature": 9}, {"name": "X", "colour": "red"}):
+        assert (await kappi.post("/admin/agents", json=body, headers=admin)).status_code == 400
+    user = await kappi.post("/admin/agents", json={"name": "X"}, headers=as_user(settings, "bob"))
+    assert user.status_code == 403
