@@ -121,7 +121,7 @@ def world(embedders: EmbedderRegistry) -> Iterator[World]:
 group_sets = st.lists(st.sampled_from(GROUPS), unique=True, max_size=3)
 scenarios = st.fixed_dictionaries(
     {
-        "collection_groups": st.fixed_dictionaries({name: group_sets for name in COLLECTIONS}),
+        "collection_groups": st.fixed_dictionaries(dict.fromkeys(COLLECTIONS, group_sets)),
         "assigned": st.lists(st.sampled_from(COLLECTIONS), unique=True, min_size=1),
         "user_groups": group_sets.map(frozenset),
     }
