@@ -19,7 +19,7 @@ from common.db import Database
 from common.db.database import Connection
 from kappi.agent.models import Agent, UserAgent
 from kappi.agent.repository import AgentRepository
-from kappi.chat.models import Answer, Chat, ChatCreate, ChatDetail, ChatRename, Question
+from kappi.chat.models import Answer, Chat, ChatCreate, ChatDetail, ChatRename, QueryAnswer, Question
 from kappi.chat.repository import ChatRepository
 from kappi.chat.service import Answerer, ChatService, Prepared
 
@@ -45,6 +45,18 @@ class AgentController(Controller):
     ) -> UserAgent:
         """404 for agents outside your groups, exactly as for agents that do not exist."""
         return _user_view(await chats.visible_agent(agent_id, principal))
+
+    @post("/{agent_id:uuid}/query", status_code=HTTP_200_OK, summary="Ask once, without a chat")
+    async def query(
+        self, state: State, principal: NamedDependency[Principal], agent_id: FromPath[UUID], data: JSONBody[Question]
+    ) -> QueryAnswer:
+        """A stateless question for integrations: the same access checks, retrieval and LLM as a chat, with
+        citations, usage and timings; nothing is stored."""
+        db: Database = state.db
+        async with db.transaction() as conn:
+            service = ChatService(ChatRepository(conn), AgentRepository(conn), state.retriever, state.llms)
+            prepared = await service.prepare_stateless(agent_id, data.content, principal)
+        return await _answerer(state).query(prepared)
 
 
 class ChatController(Controller):

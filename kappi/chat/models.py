@@ -77,6 +77,15 @@ class ChatDetail(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[Message]
 
 
+class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """A stateless answer: nothing is stored."""
+
+    answer: str
+    citations: list[Citation]
+    usage: Usage
+    timings: Timings
+
+
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
     question: Message
     answer: Message

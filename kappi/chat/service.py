@@ -23,7 +23,7 @@ from common.errors import AppError, NotFound
 from kappi.access.policy import agent_visible
 from kappi.agent.models import Agent, AgentVersion
 from kappi.agent.repository import AgentRepository
-from kappi.chat.models import Answer, Chat, ChatDetail, Citation, Message, Timings, Usage
+from kappi.chat.models import Answer, Chat, ChatDetail, Citation, Message, QueryAnswer, Timings, Usage
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token
 from kappi.llm.base import Usage as LlmUsage
@@ -36,14 +36,16 @@ HISTORY_MESSAGES = 6
 
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything an answer needs, gathered inside the request's transaction."""
+    """Everything an answer needs, gathered inside a short transaction. Without a ``chat`` (the
+    stateless query API) nothing is saved."""
 
-    chat: Chat
     agent: Agent
     config: AgentVersion
-    question: Message
+    text: str
     history: list[ChatMessage]
     groups: frozenset[str]
+    chat: Chat | None = None
+    question: Message | None = None
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -110,8 +112,18 @@ class ChatService:
         ]
         question = await self.chats.add_message(uuid.uuid4(), chat.id, "user", content)
         return Prepared(
-            chat=chat, agent=agent, config=agent.config, question=question, history=history, groups=principal.groups
+            chat=chat,
+            agent=agent,
+            config=agent.config,
+            question=question,
+            text=content,
+            history=history,
+            groups=principal.groups,
         )
+
+    async def prepare_stateless(self, agent_id: UUID, content: str, principal: Principal) -> Prepared:
+        agent = await self.visible_agent(agent_id, principal)
+        return Prepared(agent=agent, config=agent.config, text=content, history=[], groups=principal.groups)
 
 
 class Answerer:
@@ -135,9 +147,7 @@ class Answerer:
         status, error_code = "complete", None
         llm_started = started
         try:
-            retrieval = await self.retriever.retrieve(
-                prepared.agent.collections, prepared.groups, prepared.question.content
-            )
+            retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
             citations = _citations(retrieval)
             yield Event(event="sources", data={"citations": msgspec.to_builtins(citations)})
             request = _llm_request(prepared, retrieval)
@@ -166,23 +176,27 @@ class Answerer:
                 llm_ms=round((finished - llm_started) * 1000, 3) if parts or status == "complete" else 0.0,
                 total_ms=round((finished - started) * 1000, 3),
             )
-            saved = await asyncio.shield(
-                self._save(
-                    prepared,
-                    answer_id,
-                    content="".join(parts),
-                    status=status,
-                    citations=citations,
-                    usage=usage,
-                    timings=timings,
-                    error_code=error_code,
+            saved = (
+                None
+                if prepared.chat is None
+                else await asyncio.shield(
+                    self._save(
+                        prepared,
+                        answer_id,
+                        content="".join(parts),
+                        status=status,
+                        citations=citations,
+                        usage=usage,
+                        timings=timings,
+                        error_code=error_code,
+                    )
                 )
             )
         if status == "complete":
             yield Event(
                 event="done",
                 data={
-                    "message_id": str(saved.id),
+                    "message_id": None if saved is None else str(saved.id),
                     "usage": msgspec.to_builtins(usage),
                     "timings": msgspec.to_builtins(timings),
                     "sources_used": len(citations),
@@ -193,9 +207,30 @@ class Answerer:
         """The non-streaming variant: the same pipeline, collected; errors are raised as they are."""
         async for _ in self.events(prepared, reraise=True):
             pass
+        if prepared.chat is None or prepared.question is None:
+            raise ValueError("answer() needs a chat; use query() for stateless questions")
         async with self.db.transaction() as conn:
             messages = await ChatRepository(conn).messages(prepared.chat.id, limit=1)
         return Answer(question=prepared.question, answer=messages[-1])
+
+    async def query(self, prepared: Prepared) -> QueryAnswer:
+        """A stateless answer (nothing stored): the same retrieval, access checks and LLM as a chat."""
+        text: list[str] = []
+        citations: list[Citation] = []
+        done: dict[str, Any] = {}
+        async for event in self.events(prepared, reraise=True):
+            if event.event == "token":
+                text.append(event.data["text"])
+            elif event.event == "sources":
+                citations = msgspec.convert(event.data["citations"], list[Citation])
+            elif event.event == "done":
+                done = event.data
+        return QueryAnswer(
+            answer="".join(text),
+            citations=citations,
+            usage=msgspec.convert(done["usage"], Usage),
+            timings=msgspec.convert(done["timings"], Timings),
+        )
 
     async def _save(
         self,
@@ -209,6 +244,8 @@ class Answerer:
         timings: Timings,
         error_code: str | None,
     ) -> Message:
+        if prepared.chat is None:
+            raise ValueError("nothing to save a stateless answer to")
         async with self.db.transaction() as conn:
             return await ChatRepository(conn).add_message(
                 answer_id,
@@ -260,7 +297,7 @@ def _llm_request(prepared: Prepared, retrieval: Retrieval) -> LlmRequest:
     return LlmRequest(
         model=config.llm_model,
         system=system_prompt_with_context(config.system_prompt, passages, config.context_template),
-        messages=[*prepared.history, ChatMessage(role="user", content=prepared.question.content)],
+        messages=[*prepared.history, ChatMessage(role="user", content=prepared.text)],
         passages=passages,
         temperature=config.temperature,
         max_tokens=config.max_tokens,

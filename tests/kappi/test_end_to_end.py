@@ -286,3 +286,18 @@ async def test_bad_agent_configs_are_refused(kappi: httpx.AsyncClient, settings:
         assert (await kappi.post("/admin/agents", json=body, headers=admin)).status_code == 400
     user = await kappi.post("/admin/agents", json={"name": "X"}, headers=as_user(settings, "bob"))
     assert user.status_code == 403
+
+
+async def test_stateless_query_applies_the_same_access_and_stores_nothing(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    alice = as_user(settings, "alice", "hr")
+    response = await kappi.post(f"/agents/{world.agent['id']}/query", json={"content": QUESTION}, headers=alice)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert {c["collection"] for c in body["citations"]} == {world.collections[k]["name"] for k in ("hr", "public")}
+    assert "[1]" in body["answer"]
+    assert set(body["timings"]) == {"embed_ms", "search_ms", "llm_ms", "total_ms"}
+    assert (await kappi.get("/chats", headers=alice)).json() == []
+    hidden = await kappi.post(f"/agents/{world.secret_agent['id']}/query", json={"content": QUESTION}, headers=alice)
+    assert hidden.status_code == 404
