@@ -25,7 +25,14 @@ def _ragu_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_stack_has_every_part(compose: dict[str, Any]) -> None:
-    assert {"postgres", "qdrant", "weaviate", "migrate", "chonkit", "kappi"} <= set(compose["services"])
+    assert {"postgres", "qdrant", "weaviate", "migrate", "chonkit", "kappi", "worker"} <= set(compose["services"])
+
+
+def test_chonkit_and_workers_share_the_document_store(compose: dict[str, Any]) -> None:
+    """Workers read originals from the content-addressed store chonkit writes."""
+    services = compose["services"]
+    assert services["chonkit"]["volumes"] == services["worker"]["volumes"]
+    assert services["chonkit"]["environment"]["RAGU_CHONKIT_INPROCESS_WORKER"] == "false"
 
 
 def test_every_ragu_variable_is_a_setting_the_code_reads(compose: dict[str, Any]) -> None:
