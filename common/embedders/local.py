@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort  # type: ignore[import-untyped]
+import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from common.embedders.base import Embedder, EmbedderSpec, Vectors

@@ -51,7 +51,8 @@ GELU_CHAIN = (("Erf", None), ("Add", 1.0), ("Mul", 0.5), ("Mul", None))
 def fuse_gelu(model: onnx.ModelProto) -> int:
     """Replace torch's five-node erf GELU on ``x`` by ``com.microsoft.Gelu(x)``; returns how many were fused."""
     graph = model.graph
-    scalars = {t.name: float(numpy_helper.to_array(t)) for t in graph.initializer if not t.dims}
+    floats = [t for t in graph.initializer if not t.dims and t.data_type == onnx.TensorProto.FLOAT]
+    scalars = {t.name: float(numpy_helper.to_array(t)) for t in floats}
     consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
     for node in graph.node:
         for name in node.input:
@@ -83,6 +84,10 @@ def fuse_gelu(model: onnx.ModelProto) -> int:
         for node in intermediate:
             graph.node.remove(node)
         fused += 1
-    if fused and all(opset.domain != MS_DOMAIN for opset in model.opset_import):
-        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
+    if fused:
+        used = {name for node in graph.node for name in node.input}
+        for constant in [t for t in graph.initializer if t.name in scalars and t.name not in used]:
+            graph.initializer.remove(constant)
+        if all(opset.domain != MS_DOMAIN for opset in model.opset_import):
+            model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     return fused

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort  # type: ignore[import-untyped]
+import onnxruntime as ort
 import pytest
 
 from common.embedders.local import MINILM_L6_V2
