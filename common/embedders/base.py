@@ -77,6 +77,30 @@ class Embedder(Protocol):
         ...
 
 
+class SpecAttributes:
+    """``provider``, ``model``, ``dimension`` and ``max_tokens`` read from ``self.spec``, for embedders to inherit."""
+
+    @property
+    def spec(self) -> EmbedderSpec:
+        raise NotImplementedError
+
+    @property
+    def provider(self) -> str:
+        return self.spec.provider
+
+    @property
+    def model(self) -> str:
+        return self.spec.model
+
+    @property
+    def dimension(self) -> int:
+        return self.spec.dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self.spec.max_tokens
+
+
 class EmbedderProvider(Protocol):
     """One provider's catalogue and how to build its embedders; building must not load anything yet."""
 

@@ -35,7 +35,7 @@ import httpx
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from common.embedders.base import Embedder, EmbedderSpec, Vectors
+from common.embedders.base import Embedder, EmbedderSpec, SpecAttributes, Vectors
 from common.embedders.local import MINILM_L6_V2
 from common.errors import AppError, InvalidInput, Unavailable
 
@@ -129,7 +129,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return max(moment.timestamp() - time.time(), 0.0)
 
 
-class CohereEmbedder:
+class CohereEmbedder(SpecAttributes):
     """Embeds through Cohere's ``/v2/embed``: batches of at most 96 texts, a few requests in flight at once.
 
     The SDK (slow to import) and its HTTP client are created on first use, so building the embedder costs
@@ -174,22 +174,6 @@ class CohereEmbedder:
     @property
     def spec(self) -> EmbedderSpec:
         return self._model.spec
-
-    @property
-    def provider(self) -> str:
-        return self._model.spec.provider
-
-    @property
-    def model(self) -> str:
-        return self._model.spec.model
-
-    @property
-    def dimension(self) -> int:
-        return self._model.spec.dimension
-
-    @property
-    def max_tokens(self) -> int:
-        return self._model.spec.max_tokens
 
     async def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return await self._embed(list(texts), "search_document")

@@ -32,7 +32,7 @@ import onnx
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
-from common.embedders.base import Embedder, EmbedderSpec, Vectors
+from common.embedders.base import Embedder, EmbedderSpec, SpecAttributes, Vectors
 from common.embedders.onnx_graph import drop_nan_guards, fuse_gelu
 from common.errors import Unavailable
 
@@ -100,7 +100,7 @@ SPECIAL_TOKENS = 2
 """``[CLS]`` and ``[SEP]``: the model sees ``max_tokens + 2`` positions at most."""
 
 
-class LocalEmbedder:
+class LocalEmbedder(SpecAttributes):
     """A symmetric ONNX sentence embedder; queries and documents go through the same pipeline.
 
     Inference runs on one dedicated worker thread, so the event loop never waits on it and concurrent callers
@@ -134,22 +134,6 @@ class LocalEmbedder:
     @property
     def spec(self) -> EmbedderSpec:
         return self._model.spec
-
-    @property
-    def provider(self) -> str:
-        return self._model.spec.provider
-
-    @property
-    def model(self) -> str:
-        return self._model.spec.model
-
-    @property
-    def dimension(self) -> int:
-        return self._model.spec.dimension
-
-    @property
-    def max_tokens(self) -> int:
-        return self._model.spec.max_tokens
 
     async def embed_documents(self, texts: Sequence[str]) -> Vectors:
         batch = list(texts)
