@@ -1,7 +1,8 @@
 """One port for the whole platform: each service's ASGI app under its own path prefix.
 
-``ragu serve`` (all in one) mounts chonkit at ``/chonkit`` and kappi at ``/kappi``; deployed on their
-own (compose), each service is served at ``/`` with no host in front. The host also drives every
+``ragu serve`` (all in one) mounts chonkit at ``/chonkit`` and kappi at ``/kappi``, answers ``/api`` with a
+JSON index of the services, and hands every other path to a fallback app (the console, at ``/``); deployed
+on their own (compose), each service is served at ``/`` with no host in front. The host also drives every
 child's lifespan, which mounted Litestar apps would otherwise never receive.
 """
 
@@ -22,9 +23,13 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 _encoder = msgspec.json.Encoder()
 
 
+INDEX_PATH = "/api"
+
+
 class ServiceHost:
-    def __init__(self, mounts: Mapping[str, Litestar]) -> None:
+    def __init__(self, mounts: Mapping[str, Litestar], *, fallback: Litestar | None = None) -> None:
         self.mounts = {"/" + prefix.strip("/"): app for prefix, app in mounts.items()}
+        self.fallback = fallback
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -36,8 +41,10 @@ class ServiceHost:
                 child = {**scope, "root_path": scope.get("root_path", "") + prefix}
                 await app(child, receive, send)  # type: ignore[arg-type]
                 return
-        if scope["type"] == "http":
+        if scope["type"] == "http" and (path == INDEX_PATH or self.fallback is None):
             await self._index(send)
+        elif self.fallback is not None:
+            await self.fallback(scope, receive, send)  # type: ignore[arg-type]
 
     async def _index(self, send: Send) -> None:
         body = _encoder.encode(
@@ -56,7 +63,7 @@ class ServiceHost:
         async with AsyncExitStack() as stack:
             await receive()  # lifespan.startup
             try:
-                for app in self.mounts.values():
+                for app in [*self.mounts.values(), *([self.fallback] if self.fallback else [])]:
                     await stack.enter_async_context(app.lifespan())
             except Exception as exc:
                 await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})

@@ -13,6 +13,7 @@ from chonkit.app import create_app as create_chonkit
 from common.clients import SharedClients
 from common.config import Settings
 from common.logs import configure_logging
+from console.app import create_app as create_console
 from kappi.app import create_app as create_kappi
 from ragu.bootstrap import prepare_database
 from ragu.host import ServiceHost
@@ -23,11 +24,13 @@ SERVICES: dict[str, Callable[..., Litestar]] = {"chonkit": create_chonkit, "kapp
 
 
 def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Litestar:
-    """One service at ``/``, or several under ``/<name>`` on one port, sharing embedders and vector stores."""
+    """One service at ``/``, or several under ``/<name>`` on one port, sharing embedders and vector stores,
+    with the console at ``/``."""
     clients = SharedClients(settings)
     if len(services) == 1:
         return SERVICES[services[0]](settings, clients=clients)
-    return ServiceHost({name: SERVICES[name](settings, clients=clients) for name in services})
+    console = create_console(settings, services={name: f"/{name}" for name in services})
+    return ServiceHost({name: SERVICES[name](settings, clients=clients) for name in services}, fallback=console)
 
 
 class Stopped(Exception):
@@ -47,6 +50,8 @@ def serve(settings: Settings, services: Sequence[str]) -> None:
     try:
         app = build_asgi(settings, services)
         where = ", ".join(f"http://{settings.host}:{settings.port}/{s}" if len(services) > 1 else s for s in services)
+        if len(services) > 1:
+            where += f"; console at http://{settings.host}:{settings.port}/"
         logger.info("serving %s", where)
         uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False, lifespan="on")
     except (Stopped, KeyboardInterrupt):

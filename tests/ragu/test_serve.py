@@ -53,7 +53,7 @@ def test_serve_brings_up_both_services_on_embedded_defaults(ragu_env: dict[str, 
             assert httpx.get(f"{base}/{service}/health").json() == {"status": "ok", "service": service}
             assert httpx.get(f"{base}/{service}/ready").json()["status"] == "ready"
             assert httpx.get(f"{base}/{service}/schemas/identity").status_code == 200
-        index = httpx.get(f"{base}/").json()
+        index = httpx.get(f"{base}/api").json()
         assert set(index["services"]) == {"chonkit", "kappi"}
     finally:
         process.send_signal(signal.SIGTERM)

@@ -1,0 +1,220 @@
+// Admin: collections (create, groups, add documents, live job progress, retry, search test bench).
+import * as api from "./api.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, pages } from "./ui.js";
+
+export async function collectionsScreen(main, services) {
+  const base = services.chonkit;
+  const [providers, collections] = await Promise.all([api.get(`${base}/providers`), api.get(`${base}/collections`)]);
+  replace(main, h("h1", {}, "Collections"), createForm(base, providers), collectionList(collections));
+}
+
+function createForm(base, providers) {
+  const message = messageArea();
+  const vector = h("select", { name: "vector_provider" }, providers.vector_providers.map((p) => h("option", { value: p }, p)));
+  const model = h("select", { name: "model" }, providers.embedding_models.map((m) =>
+    h("option", { value: `${m.provider}|${m.model}` }, `${m.provider} · ${m.model} (${m.dimension} dims)`)));
+  const submit = h("button", { type: "submit" }, "Create collection");
+  const form = h("form", { class: "card stack", "aria-labelledby": "new-collection" },
+    h("h2", { id: "new-collection" }, "New collection"),
+    h("div", { class: "row" },
+      field("Name", { name: "name", required: true, placeholder: "Hr_docs" }),
+      h("label", {}, "Vector store", vector),
+      h("label", {}, "Embedding model", model)),
+    field("Groups that may read it (comma-separated; empty = everyone)", { name: "groups", placeholder: "hr" }),
+    h("div", { class: "row" }, submit), message);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    busy(submit, async () => {
+      const [embeddingProvider, modelName] = form.model.value.split("|");
+      try {
+        const created = await api.post(`${base}/collections`, {
+          name: form.name.value.trim(), vector_provider: form.vector_provider.value,
+          embedding_provider: embeddingProvider, model: modelName, groups: groupsFrom(form.groups.value),
+        });
+        location.hash = `#/collections/${created.id}`;
+      } catch (error) {
+        showError(message, error);
+      }
+    });
+  });
+  return form;
+}
+
+function collectionList(collections) {
+  return h("section", { class: "card", "aria-labelledby": "all-collections" },
+    h("h2", { id: "all-collections" }, "All collections"),
+    collections.length ? h("table", {},
+      h("thead", {}, h("tr", {}, ["Name", "Store", "Model", "Groups", "Documents"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, collections.map((c) => h("tr", {},
+        h("td", {}, h("a", { href: `#/collections/${c.id}` }, c.name)),
+        h("td", {}, c.vector_provider), h("td", {}, c.model),
+        h("td", {}, c.groups.length ? c.groups.join(", ") : h("span", { class: "muted" }, "everyone")),
+        h("td", {}, c.document_count)))))
+      : empty("No collections yet. Create one above."));
+}
+
+export async function collectionScreen(main, services, id) {
+  const base = services.chonkit;
+  const detail = await api.get(`${base}/collections/${id}`);
+  const c = detail.collection;
+  const jobPanel = h("section", { class: "card", "aria-labelledby": "job-title" });
+  const docsPanel = h("section", { class: "card", "aria-labelledby": "in-collection" });
+
+  async function reloadDocuments() {
+    const current = await api.get(`${base}/collections/${id}`);
+    replace(docsPanel, h("h2", { id: "in-collection" }, `Documents in this collection (${current.documents.length})`),
+      h("p", { class: "muted" }, `${current.vector_count} vectors · identity ${current.identity.valid ? "valid" : "INVALID"}`),
+      current.documents.length ? h("ul", { class: "plain" }, current.documents.map((d) => h("li", {},
+        h("span", {}, d.name), h("span", { class: "muted" }, `${d.chunk_count} chunks`),
+        d.current ? null : h("span", { class: "warn" }, "outdated"))))
+        : empty("Nothing embedded yet. Add documents below."));
+  }
+
+  replace(main,
+    h("p", {}, h("a", { href: "#/collections" }, "← All collections")),
+    h("h1", {}, c.name),
+    h("p", { class: "muted" }, `${c.vector_provider} · ${c.embedding_provider} ${c.model} · ${c.dimension} dimensions`),
+    h("div", { class: "grid" }, groupsEditor(base, c), addDocuments(base, id, jobPanel, reloadDocuments)),
+    jobPanel, docsPanel, searchBench(base, id),
+    h("section", { class: "card" }, h("h2", {}, "Danger zone"), deleteButton(base, c)));
+  replace(jobPanel, h("h2", { id: "job-title" }, "Embedding jobs"), h("p", { class: "muted" }, "Loading…"));
+  await reloadDocuments();
+  const jobs = await api.get(`${base}/jobs?collection_id=${id}&limit=1`);
+  if (jobs.length) followJob(base, jobs[0], jobPanel, reloadDocuments);
+  else replace(jobPanel, h("h2", { id: "job-title" }, "Embedding jobs"), empty("No jobs yet."));
+}
+
+function groupsEditor(base, collection) {
+  const message = messageArea();
+  const submit = h("button", { type: "submit" }, "Save groups");
+  const form = h("form", { class: "card stack", "aria-labelledby": "groups-title" },
+    h("h2", { id: "groups-title" }, "Who may read it"),
+    field("Groups (comma-separated; empty = everyone)", { name: "groups", value: collection.groups.join(", ") }),
+    h("p", { class: "muted" }, "Names are exact: “HR” and “hr” are different groups."), h("div", { class: "row" }, submit), message);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    busy(submit, async () => {
+      try {
+        const saved = await api.put(`${base}/collections/${collection.id}/groups`, { groups: groupsFrom(form.groups.value) });
+        form.groups.value = saved.groups.join(", ");
+        showOk(message, saved.groups.length ? `Readable by ${saved.groups.join(", ")}.` : "Readable by everyone.");
+      } catch (error) {
+        showError(message, error);
+      }
+    });
+  });
+  return form;
+}
+
+function addDocuments(base, id, jobPanel, reloadDocuments) {
+  const message = messageArea();
+  const choices = h("div", { class: "stack" }, h("p", { class: "muted" }, "Loading documents…"));
+  const submit = h("button", { type: "submit" }, "Embed selected documents");
+  const form = h("form", { class: "card stack", "aria-labelledby": "add-title" },
+    h("h2", { id: "add-title" }, "Add documents"), h("fieldset", {}, h("legend", {}, "Documents"), choices),
+    h("div", { class: "row" }, submit), message);
+  api.get(`${base}/documents?limit=100`).then((page) => {
+    replace(choices, page.items.length ? page.items.map((d) => h("label", { class: "check" },
+      h("input", { type: "checkbox", name: "document", value: d.id }), d.name))
+      : empty("No documents uploaded yet — upload some under Documents."));
+  }, (error) => showError(message, error));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const ids = [...form.querySelectorAll("input[name=document]:checked")].map((i) => i.value);
+    if (!ids.length) { showError(message, { detail: "choose at least one document" }); return; }
+    busy(submit, async () => {
+      try {
+        const created = await api.post(`${base}/collections/${id}/documents`, { document_ids: ids });
+        if (created.job) {
+          showOk(message, `Job started for ${created.job.items.length} document(s).`);
+          followJob(base, created.job, jobPanel, reloadDocuments);
+        } else {
+          showOk(message, "Those documents are already queued in another job.");
+        }
+      } catch (error) {
+        showError(message, error);
+      }
+    });
+  });
+  return form;
+}
+
+let following = null;
+
+/** Live progress from the job's SSE stream: one `job` event with the whole job whenever it changes. */
+async function followJob(base, job, panel, onFinished) {
+  if (following) following.abort();
+  const controller = new AbortController();
+  following = controller;
+  renderJob(base, job, panel, onFinished);
+  try {
+    for await (const { event, data } of api.events("GET", `${base}/jobs/${job.id}/events`, undefined, controller.signal)) {
+      if (!panel.isConnected) { controller.abort(); return; }
+      if (event === "job") renderJob(base, data, panel, onFinished);
+      job = data;
+    }
+  } catch (error) {
+    panel.append(h("p", { class: "error" }, error.detail || "Lost the job's progress stream."));
+  }
+  if (!controller.signal.aborted && !["queued", "running"].includes(job.status)) await onFinished();
+}
+
+function renderJob(base, job, panel, onFinished) {
+  const finished = job.items.filter((i) => ["done", "skipped", "failed", "cancelled"].includes(i.stage)).length;
+  const failed = job.items.filter((i) => i.stage === "failed").length;
+  const retry = h("button", { type: "button", class: "secondary" }, "Retry failed documents");
+  retry.addEventListener("click", () => busy(retry, async () => {
+    try { followJob(base, await api.post(`${base}/jobs/${job.id}/retry`), panel, onFinished); } catch (error) { alert(error.detail); }
+  }));
+  replace(panel,
+    h("h2", { id: "job-title" }, "Embedding job ", badge(job.status)),
+    h("label", {}, `${finished} of ${job.items.length} documents finished`,
+      h("progress", { max: job.items.length || 1, value: finished, "data-job-status": job.status })),
+    h("table", {},
+      h("thead", {}, h("tr", {}, ["Document", "Stage", "Chunks", "Why it failed"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, job.items.map((item) => h("tr", {},
+        h("td", {}, item.document_name || item.document_id), h("td", {}, badge(item.stage)),
+        h("td", {}, item.chunks ?? "–"),
+        h("td", { class: "error" }, item.error ? `${item.error} (${item.error_code})` : ""))))),
+    failed && !["queued", "running"].includes(job.status) ? retry : null);
+}
+
+function searchBench(base, id) {
+  const results = h("div", { "aria-live": "polite" });
+  const submit = h("button", { type: "submit" }, "Search");
+  const form = h("form", { class: "card stack", "aria-labelledby": "bench-title" },
+    h("h2", { id: "bench-title" }, "Search test bench"),
+    h("div", { class: "row" },
+      field("Query", { name: "query", required: true }),
+      field("Results", { name: "limit", type: "number", min: 1, max: 50, value: 5 }),
+      field("Max distance (optional)", { name: "max_distance", type: "number", step: "0.01", min: 0 })),
+    h("div", { class: "row" }, submit), results);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    busy(submit, async () => {
+      const body = { query: form.query.value, limit: Number(form.limit.value) || 5 };
+      if (form.max_distance.value !== "") body.max_distance = Number(form.max_distance.value);
+      try {
+        const response = await api.post(`${base}/collections/${id}/search`, body);
+        replace(results, h("p", { class: "muted" }, `${response.hits.length} hits · embed ${response.embed_ms.toFixed(1)} ms · search ${response.search_ms.toFixed(1)} ms`),
+          response.hits.length ? response.hits.map((hit) => h("div", { class: "chunk" },
+            h("strong", {}, `${hit.document_name || hit.document_id} ${pages(hit.page_start, hit.page_end)} · distance ${hit.distance.toFixed(3)}`),
+            "\n", hit.content)) : empty("Nothing matched."));
+      } catch (error) {
+        replace(results, h("p", { class: "error" }, error.detail));
+      }
+    });
+  });
+  return form;
+}
+
+function deleteButton(base, collection) {
+  const button = h("button", { type: "button", class: "danger" }, "Delete collection");
+  button.addEventListener("click", () => {
+    if (!confirm(`Delete the collection “${collection.name}” and all its vectors?`)) return;
+    busy(button, async () => {
+      try { await api.del(`${base}/collections/${collection.id}`); location.hash = "#/collections"; } catch (error) { alert(error.detail); }
+    });
+  });
+  return button;
+}

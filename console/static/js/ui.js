@@ -1,0 +1,94 @@
+// Small DOM helpers: elements are built with textContent, never innerHTML, so no text from a document,
+// a chat or an error message can ever become markup.
+
+/** h("button", {class: "x", onclick: f}, "Save") */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else if (key === "value") el.value = value;
+    else if (key === "checked") el.checked = Boolean(value);
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+export function replace(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+/** A labelled input; `label` wraps it so the text is its accessible name. */
+export function field(label, attrs = {}) {
+  return h("label", {}, label, h("input", { type: "text", ...attrs }));
+}
+
+let counter = 0;
+export const uid = (prefix) => `${prefix}-${++counter}`;
+
+/** A message area for one form or panel: errors in plain words from the problem's `detail`. */
+export function messageArea() {
+  return h("p", { role: "status", "aria-live": "polite", class: "muted" });
+}
+
+export function showError(area, error) {
+  area.className = "error";
+  area.textContent = plainWords(error);
+}
+
+export function showOk(area, text) {
+  area.className = "ok";
+  area.textContent = text;
+}
+
+export function plainWords(error) {
+  if (error && typeof error.detail === "string") {
+    const detail = error.detail.charAt(0).toUpperCase() + error.detail.slice(1);
+    return error.status === 401 ? `${detail}. Sign in again.` : detail;
+  }
+  return "Something went wrong. Try again.";
+}
+
+/** The page-wide notice, for errors that belong to no form. */
+export function notice(error) {
+  const el = document.getElementById("notice");
+  if (!error) { el.hidden = true; el.textContent = ""; return; }
+  el.textContent = plainWords(error);
+  el.hidden = false;
+}
+
+/** Disable a button while `work` runs, so a double click does not send twice. */
+export async function busy(button, work) {
+  button.disabled = true;
+  try { return await work(); } finally { button.disabled = false; }
+}
+
+export function badge(text) { return h("span", { class: `badge ${text}` }, text); }
+
+export function empty(text) { return h("p", { class: "empty" }, text); }
+
+export function groupsFrom(text) {
+  return [...new Set(text.split(",").map((g) => g.trim()).filter(Boolean))];
+}
+
+export function pages(start, end) {
+  if (start == null) return "";
+  return end != null && end !== start ? `pages ${start}–${end}` : `page ${start}`;
+}
+
+export function bytes(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
