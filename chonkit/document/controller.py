@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -44,6 +45,14 @@ async def provide_document_service(state: State, conn: NamedDependency[Connectio
     )
 
 
+@dataclass
+class UploadForm:
+    """The multipart form, by field name: Litestar validates it (a body without ``files``, or with text where a
+    file belongs, is a 400), where a bare ``list[UploadFile]`` took whatever field came first and failed on none."""
+
+    files: list[UploadFile]
+
+
 Limit = Annotated[int, QueryParameter(ge=1, le=200, description="page size")]
 Offset = Annotated[int, QueryParameter(ge=0)]
 
@@ -57,13 +66,13 @@ class DocumentController(Controller):
 
     @post("/", status_code=HTTP_201_CREATED, summary="Upload one or many files")
     async def upload(
-        self, documents: NamedDependency[DocumentService], data: MultipartBody[list[UploadFile]]
+        self, documents: NamedDependency[DocumentService], data: MultipartBody[UploadForm]
     ) -> Response[Any]:
         """Multipart field ``files`` (repeatable). Each file gets its own result: ``created``, ``duplicate``
         (identical bytes are stored once; the existing document is returned) or ``rejected`` with a code.
         201 when anything was created, 200 when all were duplicates; when every file is rejected the
         response is the first rejection's problem document (4xx), with all per-file results attached."""
-        files = [IncomingFile(filename=f.filename, data=await f.read()) for f in data]
+        files = [IncomingFile(filename=f.filename, data=await f.read()) for f in data.files]
         results = await documents.upload(files)
         errors = [r.error for r in results if r.error is not None]
         if len(errors) == len(results):

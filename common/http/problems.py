@@ -10,6 +10,7 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import asyncpg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.types import ExceptionHandlersMap
@@ -63,6 +64,13 @@ def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, A
     return problem(exc.status_code, code, exc.detail or HTTPStatus(exc.status_code).phrase)
 
 
+def _unstorable_text(_: Request[Any, Any, Any], exc: asyncpg.DataError) -> Response[dict[str, Any]]:
+    """PostgreSQL text and JSON cannot hold a NUL character; a request carrying one is the caller's mistake.
+    Raised before anything commits, so the request's transaction rolls back and nothing is half-stored."""
+    logger.info("refused unstorable text: %s", exc)
+    return problem(422, "invalid_text", "text fields may not contain NUL (\\u0000) characters")
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, "internal", "an unexpected error occurred; it has been logged")
@@ -73,5 +81,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ValidationException: _validation,
     NotFoundException: _not_found,
     HTTPException: _http,
+    asyncpg.CharacterNotInRepertoireError: _unstorable_text,  # NUL in a text value
+    asyncpg.UntranslatableCharacterError: _unstorable_text,  # \u0000 in a JSON value
     Exception: _unexpected,
 }

@@ -149,7 +149,7 @@ class Retriever:
             )
         )
         embedded = time.perf_counter()
-        where = SearchFilter(readable_by=user_groups) if self.filter_chunks else None
+        where = SearchFilter(readable_by=_storable(user_groups)) if self.filter_chunks else None
         found = await asyncio.gather(*(self._search(t, vectors, where) for t in targets))
         searched = time.perf_counter()
         chunks = sorted((c for hits in found for c in hits), key=lambda c: (-c.score, c.document_id))
@@ -177,6 +177,12 @@ class Retriever:
         except AppError:
             return []  # a collection that vanished mid-question contributes nothing; the others still answer
         return [_chunk(assignment, hit) for hit in hits]
+
+
+def _storable(groups: frozenset[str]) -> frozenset[str]:
+    """The groups a collection can carry. Chonkit refuses NUL in group names (PostgreSQL text cannot hold it),
+    so such a group matches nothing; left in, it makes pgvector reject the whole search."""
+    return frozenset(g for g in groups if "\0" not in g)
 
 
 def _verdict(

@@ -20,8 +20,9 @@ from common.errors import InvalidInput
 _HEADING_STYLE = re.compile(r"Heading ([1-9])")
 _MAX_STYLE_DEPTH = 10
 """Styles inherit from base styles; a malicious file could make that chain a cycle."""
-# lxml's XMLSyntaxError is a SyntaxError; python-docx raises KeyError/ValueError on broken parts.
-_BROKEN_DOCX = (OpcError, KeyError, ValueError, SyntaxError, zipfile.BadZipFile)
+# lxml's XMLSyntaxError is a SyntaxError; python-docx raises KeyError/ValueError on broken parts, and
+# AttributeError when a part's root element is not the one it expects (a [Content_Types].xml without its namespace).
+_BROKEN_DOCX = (OpcError, KeyError, ValueError, SyntaxError, AttributeError, zipfile.BadZipFile)
 
 
 def parse_docx(data: bytes, builder: BlockBuilder) -> None:

@@ -15,6 +15,8 @@ from chonkit.document.parsing.config import PageRange, ParseConfig
 from common.errors import InvalidInput
 
 EOF_MARKER = b"%%EOF"
+_MUPDF_ERRORS = (RuntimeError, pymupdf.mupdf.FzErrorBase)
+"""pymupdf.FileDataError is a RuntimeError; MuPDF's own errors (``FzErrorFormat``: a malformed page tree) are not."""
 _MUPDF = threading.Lock()
 """PyMuPDF shares one MuPDF context and is not thread-safe, even across documents: one parse at a time."""
 
@@ -39,21 +41,22 @@ def parse_pdf(data: bytes, config: ParseConfig, builder: BlockBuilder) -> int:
 def _parse_pages(data: bytes, config: ParseConfig, builder: BlockBuilder) -> int:
     try:
         document = pymupdf.open(stream=data, filetype="pdf")  # type: ignore[no-untyped-call]  # pymupdf is untyped
-    except RuntimeError as exc:  # pymupdf.FileDataError and MuPDF's own errors
+    except _MUPDF_ERRORS as exc:
         raise _corrupt(str(exc)) from exc
     with document:
-        if document.needs_pass:
-            raise InvalidInput("The PDF is password-protected.", code="document_encrypted")
-        page_count = int(document.page_count)
-        if page_count == 0:
-            raise _corrupt("it has no pages")
+        # MuPDF may first notice a broken page tree or xref when asked for the page count or a page.
         try:
+            if document.needs_pass:
+                raise InvalidInput("The PDF is password-protected.", code="document_encrypted")
+            page_count = int(document.page_count)
+            if page_count == 0:
+                raise _corrupt("it has no pages")
             for pages in _page_groups(config, page_count):
                 for number in range(pages.start, pages.end + 1):
                     page = document.load_page(number - 1)  # type: ignore[no-untyped-call]
                     builder.add(page.get_text(), "page", page=number)
                 builder.end_section(page_start=pages.start, page_end=pages.end)
-        except RuntimeError as exc:
+        except _MUPDF_ERRORS as exc:
             raise _corrupt(str(exc)) from exc
     return page_count
 
