@@ -27,53 +27,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-ONE_CORE_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "RAYON_NUM_THREADS": "1",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-}
+from bench.report import ONE_CORE_ENV
+from bench.scifact_bench import load_dataset, ndcg_at_k
+
 T = TypeVar("T")
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 
 
 def load_scifact(folder: Path) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
     """(corpus id -> "title text", test query id -> text, qrels query id -> {doc id: grade})."""
-    corpus: dict[str, str] = {}
-    with (folder / "corpus.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            doc = json.loads(line)
-            corpus[doc["_id"]] = f"{doc['title']} {doc['text']}".strip()
-    qrels: dict[str, dict[str, int]] = {}
-    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as lines:
-        next(lines)
-        for line in lines:
-            query_id, doc_id, score = line.rstrip("\n").split("\t")
-            qrels.setdefault(query_id, {})[doc_id] = int(score)
-    queries: dict[str, str] = {}
-    with (folder / "queries.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            query = json.loads(line)
-            if query["_id"] in qrels:
-                queries[query["_id"]] = query["text"]
-    return corpus, queries, qrels
+    data = load_dataset(folder)
+    corpus = {doc_id: f"{title} {text}".strip() for doc_id, (title, text) in data.corpus.items()}
+    return corpus, data.queries, data.qrels
 
 
 def ndcg_at_10(ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> float:
     """Mean nDCG@10 with linear gains (trec_eval's ndcg_cut_10, as BEIR reports it)."""
-    import numpy as np
-
-    discounts = 1.0 / np.log2(np.arange(2, 12))
-    scores = []
-    for query_id, relevant in qrels.items():
-        gains = [relevant.get(doc_id, 0) for doc_id in ranked[query_id][:10]]
-        ideal = sorted(relevant.values(), reverse=True)[:10]
-        dcg = float(np.dot(gains, discounts[: len(gains)]))
-        scores.append(dcg / float(np.dot(ideal, discounts[: len(ideal)])))
-    return float(np.mean(scores))
+    return ndcg_at_k(ranked, qrels, 10)
 
 
 def rank(doc_ids: list[str], docs: Any, query_ids: list[str], queries: Any) -> dict[str, list[str]]:
