@@ -180,15 +180,13 @@ def measure(*, quick: bool, data: Path = DEFAULT_DATA, k: int = 100) -> dict[str
 
 
 async def _measure(data: Dataset, url: str, k: int) -> dict[str, Any]:
-    import asyncpg
     import numpy as np
 
-    from common.db.database import init_connection
     from common.embedders.local import LocalEmbedder
-    from common.vectors.pgvector import PgVectorStore
+    from common.vectors.pgvector import PgVectorStore, open_pool
 
     embedder = LocalEmbedder(threads=1)
-    pool = await asyncpg.create_pool(url, min_size=1, max_size=2, init=init_connection)
+    pool = await open_pool(url, max_size=2)
     try:
         store = PgVectorStore(pool)
         ingest = await _ingest(data, store, embedder)

@@ -134,7 +134,9 @@ def embedders() -> EmbedderRegistry:
 @pytest.fixture(scope="session")
 async def vector_pool(database_url: str) -> AsyncIterator[Pool]:
     """pgvector's own pool: its tables are committed (like a real store), so tests drop what they create."""
-    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4, init=init_connection)
+    from common.vectors.pgvector import open_pool
+
+    pool = await open_pool(database_url, max_size=4)
     yield pool
     await pool.close()
 

@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from common.errors import AppError
 from schemas.models import Identity
 
 IDENTITY_ID = "00000000-0000-0000-0000-000000000000"
@@ -86,6 +87,21 @@ class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Keep only chunks of these documents."""
 
 
+class Search(msgspec.Struct, frozen=True, kw_only=True):
+    """One search of :meth:`VectorStore.search_many`: the arguments :meth:`VectorStore.search` takes."""
+
+    name: str
+    vector: Vector
+    limit: int
+    properties: Sequence[str]
+    max_distance: float | None = None
+    where: SearchFilter | None = None
+
+
+SearchResult: TypeAlias = list[SearchHit] | AppError
+"""A search's hits, or the error that search alone met (a collection dropped meanwhile, say)."""
+
+
 class VectorStore(Protocol):
     """One provider's adapter. Collection names are identity names (``^[A-Z][a-zA-Z0-9_]*$``)."""
 
@@ -149,6 +165,11 @@ class VectorStore(Protocol):
     ) -> list[SearchHit]:
         """Top-``limit`` chunks by cosine distance, closest first, ties broken by id ascending; only
         hits with ``distance <= max_distance`` when given; never the identity record."""
+        ...
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        """Several searches at once — kappi's fan-out over an agent's collections — each answered exactly as
+        :meth:`search` would answer it, in order; an error of one search is its result, not the call's."""
         ...
 
     async def drop_collection(self, name: str) -> None:

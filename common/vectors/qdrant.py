@@ -32,7 +32,17 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
-from common.vectors.base import FILTERABLE, IDENTITY_ID, SearchFilter, SearchHit, Vector, VectorRecord, identity_vector
+from common.vectors.base import (
+    FILTERABLE,
+    IDENTITY_ID,
+    Search,
+    SearchFilter,
+    SearchHit,
+    SearchResult,
+    Vector,
+    VectorRecord,
+    identity_vector,
+)
 from common.vectors.records import (
     as_floats,
     checked_identity_payload,
@@ -40,6 +50,7 @@ from common.vectors.records import (
     collection_already_exists,
     collection_not_found,
     identity_not_found,
+    search_each,
     valid_identity,
 )
 from schemas.models import Identity
@@ -192,6 +203,9 @@ class QdrantStore:
                     return counts
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        return await search_each(self, searches)
 
     async def search(
         self,

@@ -6,15 +6,17 @@ with the same errors and codes; only the vendor calls differ between them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from common.errors import Conflict, InvalidInput, NotFound
-from common.vectors.base import Vector
+from common.errors import AppError, Conflict, InvalidInput, NotFound
+from common.vectors.base import Search, SearchResult, Vector, VectorStore
 from schemas import SchemaViolation, validate
 from schemas.models import Identity, parse_identity
 
@@ -90,3 +92,22 @@ def collection_already_exists(name: str) -> Conflict:
 def identity_not_found(name: str) -> NotFound:
     """The collection exists but :func:`valid_identity` finds no identity of its own in it."""
     return NotFound(f"collection {name!r} holds no valid Ragu identity record", code="identity_not_found")
+
+
+async def search_each(store: VectorStore, searches: Sequence[Search]) -> list[SearchResult]:
+    """:meth:`VectorStore.search_many` as concurrent single searches, for adapters without a batched query."""
+    results = await asyncio.gather(
+        *(
+            store.search(
+                s.name, s.vector, limit=s.limit, properties=s.properties, max_distance=s.max_distance, where=s.where
+            )
+            for s in searches
+        ),
+        return_exceptions=True,
+    )
+    answered: list[SearchResult] = []
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, AppError):
+            raise result  # not a search's own failure (a bug, a cancellation): the caller's
+        answered.append(result)
+    return answered

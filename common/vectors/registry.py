@@ -41,16 +41,14 @@ class VectorRegistry:
 async def open_vector_registry(settings: Settings) -> VectorRegistry:
     """pgvector on the Ragu database (its own small pool), Qdrant (server or local mode), and Weaviate
     when a URL is configured. Requires ``settings.database_url`` to be resolved."""
-    import asyncpg
     from qdrant_client import AsyncQdrantClient
 
-    from common.db.database import init_connection
-    from common.vectors.pgvector import PgVectorStore
+    from common.vectors.pgvector import PgVectorStore, open_pool
     from common.vectors.qdrant import QdrantStore
 
     if not settings.database_url:
         raise RuntimeError("database_url must be resolved before opening vector stores")
-    pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=8, init=init_connection)
+    pool = await open_pool(settings.database_url)
     stores: dict[str, VectorStore] = {"pgvector": PgVectorStore(pool)}
     if settings.qdrant_url:
         qdrant = AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key)

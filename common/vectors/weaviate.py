@@ -65,8 +65,10 @@ from common.vectors.base import (
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
+    Search,
     SearchFilter,
     SearchHit,
+    SearchResult,
     Vector,
     VectorRecord,
     identity_vector,
@@ -78,6 +80,7 @@ from common.vectors.records import (
     collection_already_exists,
     collection_not_found,
     identity_not_found,
+    search_each,
     valid_identity,
 )
 from schemas.models import Identity
@@ -389,6 +392,9 @@ class WeaviateStore:
         if not counts:
             await self._require(name)
         return counts
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        return await search_each(self, searches)
 
     async def search(
         self,

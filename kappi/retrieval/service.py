@@ -18,7 +18,7 @@ import numpy as np
 
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError
-from common.vectors.base import SearchFilter, SearchHit
+from common.vectors.base import Search, SearchFilter, SearchHit
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader
 from kappi.access.policy import Reason, Verdict, collection_groups, readable
@@ -150,7 +150,10 @@ class Retriever:
         )
         embedded = time.perf_counter()
         where = SearchFilter(readable_by=_storable(user_groups)) if self.filter_chunks else None
-        found = await asyncio.gather(*(self._search(t, vectors, where) for t in targets))
+        providers: dict[str, list[Searchable]] = {}
+        for target in targets:
+            providers.setdefault(target.assignment.vector_provider, []).append(target)
+        found = await asyncio.gather(*(self._search(p, group, vectors, where) for p, group in providers.items()))
         searched = time.perf_counter()
         chunks = sorted((c for hits in found for c in hits), key=lambda c: (-c.score, c.document_id))
         return Retrieval(
@@ -161,22 +164,35 @@ class Retriever:
         )
 
     async def _search(
-        self, target: Searchable, vectors: dict[tuple[str, str], np.ndarray], where: SearchFilter | None
+        self,
+        provider: str,
+        targets: Sequence[Searchable],
+        vectors: dict[tuple[str, str], np.ndarray],
+        where: SearchFilter | None,
     ) -> list[RetrievedChunk]:
-        assignment, identity = target.assignment, target.identity
-        vector = vectors[(identity.embeddingProvider, identity.model)]
-        try:
-            hits = await self.vectors.get(assignment.vector_provider).search(
-                assignment.name,
-                vector,
-                limit=assignment.top_k,
+        """One provider's collections in one call (pgvector: one statement)."""
+        searches = [
+            Search(
+                name=t.assignment.name,
+                vector=vectors[(t.identity.embeddingProvider, t.identity.model)],
+                limit=t.assignment.top_k,
                 properties=PASSAGE_PROPERTIES,
-                max_distance=assignment.max_distance,
+                max_distance=t.assignment.max_distance,
                 where=where,
             )
+            for t in targets
+        ]
+        try:
+            results = await self.vectors.get(provider).search_many(searches)
         except AppError:
-            return []  # a collection that vanished mid-question contributes nothing; the others still answer
-        return [_chunk(assignment, hit) for hit in hits]
+            return []  # the store is down: its collections contribute nothing; other providers still answer
+        # A collection that vanished mid-question (an error as its result) contributes nothing either.
+        return [
+            _chunk(target.assignment, hit)
+            for target, hits in zip(targets, results, strict=True)
+            if not isinstance(hits, AppError)
+            for hit in hits
+        ]
 
 
 def _storable(groups: frozenset[str]) -> frozenset[str]:

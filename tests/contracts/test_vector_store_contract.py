@@ -21,6 +21,7 @@ from common.vectors import (
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
+    Search,
     SearchFilter,
     VectorRecord,
     VectorStore,
@@ -350,6 +351,50 @@ async def test_search_with_limit_zero_finds_nothing(provider: Harness) -> None:
     await provider.store.upsert(identity.name, [chunk(identity, 1, e(1))])
 
     assert await provider.store.search(identity.name, e(1), limit=0, properties=[]) == []
+
+
+async def test_search_many_answers_each_search_as_search_does(provider: Harness) -> None:
+    """Ties across the limit, a distance cut, filters, a zero limit, a large limit and a missing collection,
+    in one call: each result equals its single search; the missing one is an error, not the call's."""
+    store = provider.store
+    ties, grouped = await new_collection(provider), await grouped_collection(provider)
+    await store.upsert(ties.name, [chunk(ties, n, e(5, float(n))) for n in range(12, 0, -1)])
+    await store.upsert(ties.name, [chunk(ties, 20, add(e(5), e(6)))])
+    searches = [
+        Search(name=ties.name, vector=e(5), limit=3, properties=["chunk_index"]),
+        Search(
+            name=grouped.name,
+            vector=e(1),
+            limit=10,
+            properties=["content"],
+            where=SearchFilter(readable_by=frozenset({"hr"})),
+        ),
+        Search(name=provider.new_name("Missing"), vector=e(1), limit=3, properties=[]),
+        Search(name=ties.name, vector=e(6), limit=2, properties=[], max_distance=0.5),
+        Search(name=grouped.name, vector=e(1), limit=0, properties=[]),
+        Search(name=ties.name, vector=e(5), limit=30, properties=["content"]),
+        Search(name=grouped.name, vector=e(1), limit=5, properties=[], where=SearchFilter(document_ids=frozenset())),
+    ]
+
+    results = await store.search_many(searches)
+
+    assert isinstance(results[2], NotFound)
+    for search, result in zip(searches, results, strict=True):
+        if search is searches[2]:
+            continue
+        alone = await store.search(
+            search.name,
+            search.vector,
+            limit=search.limit,
+            properties=search.properties,
+            max_distance=search.max_distance,
+            where=search.where,
+        )
+        assert result == alone
+    assert [hit.id for hit in results[0]] == [cid(1), cid(2), cid(3)]  # type: ignore[union-attr]
+    assert len(results[5]) == 13  # type: ignore[arg-type]
+    assert results[1]
+    assert results[3]
 
 
 # ----- filters -----

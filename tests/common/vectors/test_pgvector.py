@@ -18,7 +18,7 @@ from common.db.database import Pool, init_connection
 from common.db.embedded import ensure_database, with_database
 from common.errors import Conflict, InvalidInput, Unavailable
 from common.vectors import SearchFilter, VectorRecord
-from common.vectors.pgvector import PgVectorStore, as_vector
+from common.vectors.pgvector import SESSION_SETTINGS, PgVectorStore, as_vector
 from schemas.models import Identity
 
 DIM = 32
@@ -161,10 +161,12 @@ async def test_an_id_repeated_in_one_upsert_keeps_its_last_record(store: PgVecto
     assert [(hit.id, hit.payload["content"]) for hit in hits] == sorted([(first.id, "last"), (second.id, "chunk 1")])
 
 
+@pytest.mark.parametrize("session", ["open_pool's settings", "plain pool"])
 async def test_a_selective_filter_still_fills_the_limit_with_the_exact_neighbours(
-    store: PgVectorStore, database_url: str
+    store: PgVectorStore, database_url: str, session: str
 ) -> None:
-    """3,000 chunks, 50 readable: HNSW's first 40 candidates hold about one; the iterative scan finds 20.
+    """3,000 chunks, 50 readable: HNSW's first 40 candidates hold about one; the iterative scan finds 20 —
+    whether the pool's sessions carry the scan settings or each search sets them in its own transaction.
 
     On a collection this small the planner may rightly prefer an exact sequential scan, so the search runs
     on connections where that plan is off, as it is in effect on a large collection.
@@ -177,7 +179,7 @@ async def test_a_selective_filter_still_fills_the_limit_with_the_exact_neighbour
     for start in range(0, len(records), 500):
         await store.upsert(identity.name, records[start : start + 500])
     query = np.random.default_rng(4).standard_normal(DIM).astype(np.float32).tolist()
-    settings = {"enable_seqscan": "off"}
+    settings = {"enable_seqscan": "off", **(SESSION_SETTINGS if session.startswith("open_pool") else {})}
     async with asyncpg.create_pool(
         database_url, min_size=1, max_size=1, init=init_connection, server_settings=settings
     ) as pool:
@@ -185,6 +187,7 @@ async def test_a_selective_filter_still_fills_the_limit_with_the_exact_neighbour
             identity.name, query, limit=20, properties=[], where=SearchFilter(readable_by=frozenset({"hr"}))
         )
         async with pool.acquire() as conn:  # the same walk without the iterative scan comes up short
+            await conn.execute("SET hnsw.iterative_scan = off")
             plain = await conn.fetch(
                 f'SELECT id FROM vectors."{identity.name}" '
                 "WHERE payload->'groups' IS NULL OR payload->'groups' ?| $2 ORDER BY embedding <=> $1 LIMIT 20",
