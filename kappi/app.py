@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from litestar import Litestar, Router
+from litestar import Litestar, Request, Router
 
 from common.auth import Authenticator
 from common.clients import SharedClients
@@ -14,6 +15,7 @@ from common.db import Database
 from common.http.app import build_service_app
 from common.http.security import admin_only, authenticated
 from kappi.access.identities import IdentityReader
+from kappi.agent.cache import AgentCache
 from kappi.agent.controller import AgentAdminController
 from kappi.chat.controller import AgentController, ChatController
 from kappi.llm.registry import LlmRegistry, default_llm_registry
@@ -44,10 +46,16 @@ def create_app(
         async with clients.opened():
             app.state.identities = IdentityReader(clients.vectors, ttl_seconds=identity_ttl_seconds)
             app.state.retriever = Retriever(app.state.identities, clients.vectors, QueryVectors(clients.embedders))
+            app.state.agents = AgentCache(app.state.db, ttl_seconds=identity_ttl_seconds)
             yield
 
+    async def forget_agents(request: Request[Any, Any, Any]) -> None:
+        """After an admin write (committed by now), this process's questions see the agent as it is."""
+        if request.method != "GET":
+            request.app.state.agents.forget()
+
     users = Router("/", route_handlers=[AgentController, ChatController], guards=[authenticated])
-    admins = Router("/", route_handlers=[AgentAdminController], guards=[admin_only])
+    admins = Router("/", route_handlers=[AgentAdminController], guards=[admin_only], after_response=forget_agents)
     return build_service_app(
         service_name="kappi",
         title="Kappi",

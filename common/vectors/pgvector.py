@@ -73,8 +73,16 @@ _NIL = uuid.UUID(IDENTITY_ID)
 _CHUNKS = f"id <> '{IDENTITY_ID}'"
 _DEFAULT_EF_SEARCH = 40
 _MAX_EF_SEARCH = 1000
-SESSION_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": str(_DEFAULT_EF_SEARCH)}
-"""What every search relies on, set when a pool connection opens (pgvector reads them when it loads)."""
+SESSION_SETTINGS = {
+    "hnsw.iterative_scan": "relaxed_order",
+    "hnsw.ef_search": str(_DEFAULT_EF_SEARCH),
+    "enable_seqscan": "off",
+}
+"""Set when a pool connection opens (pgvector reads its own when it loads). Every statement of the store has
+an index to use (HNSW, the ``document_id`` btree, the primary key); on a small collection the planner would
+rather scan it whole, and then its ``groups`` filter decompresses every chunk's payload: 14 ms of PostgreSQL
+CPU per question over three collections of 900 chunks, against about 2 ms through HNSW. Statements with no
+index to use (counts, group rewrites) still scan: the setting only makes the scan the last resort."""
 _CONNECTION_ERRORS = (
     OSError,
     asyncpg.PostgresConnectionError,
@@ -323,16 +331,16 @@ class PgVectorStore:
         """A search statement under the scan settings it needs: the session's own when they fit."""
         if self._session_settings is None:
             self._session_settings = await conn.fetchval(
-                "SELECT current_setting('hnsw.iterative_scan', true) = $1 "
-                "AND current_setting('hnsw.ef_search', true) = $2",
-                SESSION_SETTINGS["hnsw.iterative_scan"],
-                SESSION_SETTINGS["hnsw.ef_search"],
+                "SELECT bool_and(current_setting(n, true) = v) FROM unnest($1::text[], $2::text[]) s(n, v)",
+                list(SESSION_SETTINGS),
+                list(SESSION_SETTINGS.values()),
             )
         if self._session_settings and ef_search == _DEFAULT_EF_SEARCH:
             rows: list[asyncpg.Record] = await conn.fetch(sql, *args)
             return rows
+        settings = {**SESSION_SETTINGS, "hnsw.ef_search": str(ef_search)}
         async with conn.transaction():  # SET LOCAL ends with it: the pooled session keeps its own settings
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {ef_search}; SET LOCAL hnsw.iterative_scan = relaxed_order")
+            await conn.execute("; ".join(f"SET LOCAL {name} = {value}" for name, value in settings.items()))
             found: list[asyncpg.Record] = await conn.fetch(sql, *args)
         return found
 

@@ -1,17 +1,18 @@
 """Kappi learns every collection from its identity record, read live from the vector store.
 
-A short cache (``ttl_seconds``, default 0.5 s) keeps the per-question cost of several collections
-low; it is safe because every search also filters on the chunks' own copy of ``groups`` (see
-:mod:`kappi.access.policy`), so a stale entry can never widen what a user reads — and a group
-removed in chonkit stops matching on the very next question.
+A short cache (``ttl_seconds``, default 0.5 s; async-lru, so the questions arriving while a record is
+being read share that one read) keeps the per-question cost of several collections low. It is safe
+because every search also filters on the chunks' own copy of ``groups`` (see :mod:`kappi.access.policy`),
+so a stale entry can never widen what a user reads — and a group removed in chonkit stops matching on
+the very next question.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Literal
 
 import msgspec
+from async_lru import alru_cache
 
 import schemas
 from common.errors import AppError
@@ -27,21 +28,18 @@ class IdentityStatus(msgspec.Struct, frozen=True, kw_only=True):
     detail: str | None = None
 
 
+MAX_ENTRIES = 4096
+"""Collections a process remembers at once: far more than its agents use; bounds names made up in requests."""
+
+
 class IdentityReader:
     def __init__(self, vectors: VectorRegistry, *, ttl_seconds: float = 0.5) -> None:
         self.vectors = vectors
         self.ttl = ttl_seconds
-        self._cache: dict[tuple[str, str], tuple[float, IdentityStatus]] = {}
+        self._cached = alru_cache(maxsize=MAX_ENTRIES, ttl=ttl_seconds)(self._read)
 
     async def read(self, vector_provider: str, name: str) -> IdentityStatus:
-        key = (vector_provider, name)
-        now = time.monotonic()
-        cached = self._cache.get(key)
-        if cached is not None and now - cached[0] < self.ttl:
-            return cached[1]
-        status = await self._read(vector_provider, name)
-        self._cache[key] = (now, status)
-        return status
+        return await self._cached(vector_provider, name)
 
     async def _read(self, vector_provider: str, name: str) -> IdentityStatus:
         try:
@@ -64,4 +62,4 @@ class IdentityReader:
         return IdentityStatus(identity=identity)
 
     def forget(self) -> None:
-        self._cache.clear()
+        self._cached.cache_clear()

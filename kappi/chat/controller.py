@@ -21,7 +21,7 @@ from kappi.agent.models import Agent, UserAgent
 from kappi.agent.repository import AgentRepository
 from kappi.chat.models import Answer, Chat, ChatCreate, ChatDetail, ChatRename, QueryAnswer, Question
 from kappi.chat.repository import ChatRepository
-from kappi.chat.service import Answerer, ChatService, Prepared
+from kappi.chat.service import Answerer, ChatService, Prepared, visible
 
 
 async def provide_chat_service(state: State, conn: NamedDependency[Connection]) -> ChatService:
@@ -51,11 +51,9 @@ class AgentController(Controller):
         self, state: State, principal: NamedDependency[Principal], agent_id: FromPath[UUID], data: JSONBody[Question]
     ) -> QueryAnswer:
         """A stateless question for integrations: the same access checks, retrieval and LLM as a chat, with
-        citations, usage and timings; nothing is stored."""
-        db: Database = state.db
-        async with db.transaction() as conn:
-            service = ChatService(ChatRepository(conn), AgentRepository(conn), state.retriever, state.llms)
-            prepared = await service.prepare_stateless(agent_id, data.content, principal)
+        citations, usage and timings; nothing is stored. The agent comes from :class:`AgentCache`."""
+        agent = visible(await state.agents.get(agent_id), agent_id, principal)
+        prepared = Prepared(agent=agent, config=agent.config, text=data.content, history=[], groups=principal.groups)
         return await _answerer(state).query(prepared)
 
 

@@ -12,7 +12,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -55,6 +55,26 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     data: dict[str, Any]
 
 
+class _Shared(Protocol):
+    """What decides who may use an agent (an agent's row or the whole agent)."""
+
+    @property
+    def active(self) -> bool: ...
+
+    @property
+    def groups(self) -> list[str]: ...
+
+
+AgentT = TypeVar("AgentT", bound=_Shared)
+
+
+def visible(agent: AgentT | None, agent_id: UUID, principal: Principal) -> AgentT:
+    """The agent if this user may use it now; otherwise "not found" (its existence is not revealed)."""
+    if agent is None or not agent.active or not agent_visible(agent.groups, principal.groups):
+        raise NotFound(f"No agent {agent_id}.", code="agent_not_found")
+    return agent
+
+
 class ChatService:
     def __init__(self, chats: ChatRepository, agents: AgentRepository, retriever: Retriever, llms: LlmRegistry) -> None:
         self.chats = chats
@@ -64,10 +84,7 @@ class ChatService:
 
     async def visible_agent(self, agent_id: UUID, principal: Principal) -> Agent:
         """The agent if this user may use it now; otherwise "not found" (its existence is not revealed)."""
-        row = await self.agents.row(agent_id)
-        if row is None or not row.active or not agent_visible(row.groups, principal.groups):
-            raise NotFound(f"No agent {agent_id}.", code="agent_not_found")
-        return await self.agents.assemble(row)
+        return await self.agents.assemble(visible(await self.agents.row(agent_id), agent_id, principal))
 
     async def usable_agents(self, principal: Principal) -> list[Agent]:
         rows = await self.agents.rows(active_only=True)
@@ -121,10 +138,6 @@ class ChatService:
             groups=principal.groups,
         )
 
-    async def prepare_stateless(self, agent_id: UUID, content: str, principal: Principal) -> Prepared:
-        agent = await self.visible_agent(agent_id, principal)
-        return Prepared(agent=agent, config=agent.config, text=content, history=[], groups=principal.groups)
-
 
 class Answerer:
     """Runs retrieval and the LLM for a prepared question; saves the answer on its own connection (a
@@ -176,22 +189,30 @@ class Answerer:
                 llm_ms=round((finished - llm_started) * 1000, 3) if parts or status == "complete" else 0.0,
                 total_ms=round((finished - started) * 1000, 3),
             )
-            saved = (
-                None
-                if prepared.chat is None
-                else await asyncio.shield(
-                    self._save(
-                        prepared,
-                        answer_id,
-                        content="".join(parts),
-                        status=status,
-                        citations=citations,
-                        usage=usage,
-                        timings=timings,
-                        error_code=error_code,
+            saved: Message | None = None
+            unsaved: AppError | None = None
+            try:
+                if prepared.chat is not None:
+                    saved = await asyncio.shield(
+                        self._save(
+                            prepared,
+                            answer_id,
+                            content="".join(parts),
+                            status=status,
+                            citations=citations,
+                            usage=usage,
+                            timings=timings,
+                            error_code=error_code,
+                        )
                     )
-                )
-            )
+            except AppError as exc:  # the database went away while we answered; an error already in flight wins
+                unsaved = exc
+        if unsaved is not None and status == "complete":
+            # The stream still ends with an event that has a code, never with a reset connection.
+            if reraise:
+                raise unsaved
+            yield Event(event="error", data={"code": unsaved.code, "detail": unsaved.detail})
+            return
         if status == "complete":
             yield Event(
                 event="done",

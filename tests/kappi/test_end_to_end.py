@@ -301,3 +301,30 @@ async def test_stateless_query_applies_the_same_access_and_stores_nothing(
     assert (await kappi.get("/chats", headers=alice)).json() == []
     hidden = await kappi.post(f"/agents/{world.secret_agent['id']}/query", json={"content": QUESTION}, headers=alice)
     assert hidden.status_code == 404
+
+
+async def test_agent_changes_apply_to_the_very_next_stateless_query(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    """The query path reads agents from a short cache; an admin's write in this process empties it."""
+    admin, alice = as_user(settings, "root", admin=True), as_user(settings, "alice", "hr")
+    agent_id = world.agent["id"]
+
+    def ask() -> Any:
+        return kappi.post(f"/agents/{agent_id}/query", json={"content": QUESTION}, headers=alice)
+
+    assert (await ask()).status_code == 200  # cached from here on
+    await kappi.patch(f"/admin/agents/{agent_id}", json={"groups": ["legal"]}, headers=admin)
+    assert (await ask()).status_code == 404
+    await kappi.patch(f"/admin/agents/{agent_id}", json={"groups": []}, headers=admin)
+    public = world.collections["public"]["name"]
+    removed = await kappi.put(
+        f"/admin/agents/{agent_id}/collections",
+        json={"remove": [{"vector_provider": "pgvector", "name": public}]},
+        headers=admin,
+    )
+    assert removed.status_code == 200, removed.text
+    cited = {c["collection"] for c in (await ask()).json()["citations"]}
+    assert cited == {world.collections["hr"]["name"]}
+    await kappi.post(f"/admin/agents/{agent_id}/deactivate", headers=admin)
+    assert (await ask()).status_code == 404
