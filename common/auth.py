@@ -134,6 +134,16 @@ class Authenticator:
             Unauthorized: The token is missing, malformed, forged, expired or carries unusable claims.
             Unavailable: ``jwks_unavailable`` when the key set cannot be read.
         """
+        return self._principal(await self.claims(authorization))
+
+    async def claims(self, authorization: str | None) -> dict[str, Any]:
+        """The verified claims of the bearer token (signature, time, issuer and audience checked), for callers
+        that need more than the principal, such as the console checking an ID token's ``nonce``.
+
+        Raises:
+            Unauthorized: As :meth:`authenticate`, except for the claims-to-principal rules.
+            Unavailable: ``jwks_unavailable`` when the key set cannot be read.
+        """
         token = _bearer_token(authorization)
         header = _unverified_header(token)
         alg = header.get("alg")
@@ -142,7 +152,7 @@ class Authenticator:
         key = await self._key_for(header, alg)
         claims = _verified_claims(token, key, alg)
         self._check_validity(claims)
-        return self._principal(claims)
+        return claims
 
     @staticmethod
     def require_admin(principal: Principal) -> None:

@@ -85,6 +85,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     auth_admin_role: str = "admin"
     auth_jwks_cache_seconds: int = 300
 
+    oidc_issuer: str | None = None
+    """The console signs in through this OpenID Connect provider (authorization code with PKCE); needs a JWKS."""
+    oidc_client_id: str | None = None
+    """The console's client id at that provider: a public client, no secret."""
+    oidc_scopes: str = "openid profile email"
+    oidc_redirect_uri: str | None = None
+    """The console address registered at the provider. Unset: the console page's address as the browser sees it."""
+    oidc_use_id_token: bool = False
+    """The console sends chonkit and kappi the ID token instead of the access token: for providers whose access
+    tokens are opaque or lack the groups claim."""
+
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)

@@ -32,6 +32,7 @@ async def test_dev_token_is_accepted_by_the_services_authenticator(dev_settings:
             "/console/dev-token", json={"subject": "alice", "groups": ["hr", "legal", "hr"], "admin": True}
         )
     assert response.status_code == 200
+    assert response.headers["cache-control"] == "no-store"
     body = response.json()
     assert body["groups"] == ["hr", "legal"]
     principal = await Authenticator(dev_settings).authenticate(f"Bearer {body['token']}")
@@ -55,7 +56,7 @@ async def test_dev_token_is_refused_when_a_jwks_is_configured(tmp_path: Path) ->
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert refused.json()["code"] == "jwks_configured"
     assert "token" not in refused.json()
-    assert config == {"dev_sign_in": False, "services": SERVICES}
+    assert config == {"sign_in": [], "oidc": None, "services": SERVICES}
     assert not (tmp_path / "data" / "auth" / "dev-secret").exists()
 
 
@@ -78,7 +79,7 @@ async def test_page_and_assets_are_served_with_a_strict_content_security_policy(
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
-    assert config == {"dev_sign_in": True, "services": SERVICES}
+    assert config == {"sign_in": ["development"], "oidc": None, "services": SERVICES}
 
 
 def test_every_module_the_page_imports_exists() -> None:
@@ -91,9 +92,15 @@ def test_every_module_the_page_imports_exists() -> None:
 
 
 def test_the_console_never_persists_tokens_in_the_browser() -> None:
-    source = "\n".join(p.read_text(encoding="utf-8") for p in (STATIC_DIR / "js").glob("*.js"))
-    for storage in ("localStorage.", "sessionStorage.", "document.cookie", ".innerHTML", "new EventSource"):
-        assert storage not in source
+    """Only the PKCE verifier, state and nonce may wait in sessionStorage across the provider's redirect."""
+    sources = {p.name: p.read_text(encoding="utf-8") for p in (STATIC_DIR / "js").glob("*.js")}
+    everything = "\n".join(sources.values())
+    for storage in ("localStorage.", "localStorage[", "document.cookie", ".innerHTML", "new EventSource"):
+        assert storage not in everything
+    elsewhere = "\n".join(text for name, text in sources.items() if name != "oidc.js")
+    assert "sessionStorage." not in elsewhere
+    writes = [line.strip() for line in sources["oidc.js"].splitlines() if "sessionStorage.setItem" in line]
+    assert writes == ["sessionStorage.setItem(PENDING, JSON.stringify(pending));"]
 
 
 async def test_host_serves_console_at_root_index_at_api_and_services_under_their_prefix(

@@ -1,6 +1,6 @@
-// Admin: agents (create, edit, activate), their collections (top_k, max_distance, instruction), and access.
+// Admin: agents (create, edit, activate, versions), their collections (top_k, max_distance, instruction), and access.
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, notice, errorLine } from "./ui.js";
 
 export async function agentsScreen(main, services) {
   const base = services.kappi;
@@ -45,14 +45,52 @@ export async function agentScreen(main, services, id) {
   const assignments = h("section", { class: "card", "aria-labelledby": "assigned" });
   const reload = async () => renderAssignments(base, await api.get(`${base}/admin/agents/${id}`), assignments, reload);
   renderAssignments(base, agent, assignments, reload);
+  const title = h("h1", {});
+  const versions = h("section", { class: "card", "aria-labelledby": "versions-title" });
+  const showAgent = (current) => replace(title, current.name, " ", badge(current.active ? "active" : "inactive"));
+  const onSaved = async (saved) => { showAgent(saved); await showVersions(base, saved, versions); };
+  showAgent(agent);
   replace(main,
     h("p", {}, h("a", { href: "#/agents" }, "← All agents")),
-    h("h1", {}, agent.name, " ", badge(agent.active ? "active" : "inactive")),
-    h("div", { class: "grid" }, editForm(base, agent), assignForm(base, id, collections, reload)),
-    assignments, accessView(base, id));
+    title,
+    h("div", { class: "grid" }, editForm(base, agent, onSaved), assignForm(base, id, collections, reload)),
+    assignments, versions, accessView(base, id));
+  await showVersions(base, agent, versions);
 }
 
-function editForm(base, agent) {
+/** The configuration history: every change to the LLM or its instructions made a version. */
+async function showVersions(base, agent, panel) {
+  let versions;
+  try {
+    versions = await api.get(`${base}/admin/agents/${agent.id}/versions`);
+  } catch (error) {
+    replace(panel, h("h2", { id: "versions-title" }, "Versions"), errorLine(error));
+    return;
+  }
+  const newestFirst = [...versions].sort((a, b) => b.version - a.version);
+  replace(panel, h("h2", { id: "versions-title" }, `Versions (${versions.length})`),
+    h("p", { class: "muted" }, "Changing the LLM or its instructions makes a new version; earlier answers keep theirs."),
+    h("table", {},
+      h("thead", {}, h("tr", {}, ["Version", "LLM", "Temperature", "Saved by", "When", "System prompt"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, newestFirst.map((v) => h("tr", { "data-version": v.version },
+        h("td", {}, `v${v.version} `, v.version === agent.current_version ? h("span", { class: "badge active" }, "current") : null),
+        h("td", {}, `${v.llm_provider} ${v.llm_model}`),
+        h("td", {}, rounded(v.temperature)),
+        h("td", {}, v.created_by),
+        h("td", {}, new Date(v.created_at).toLocaleString()),
+        h("td", {}, h("details", {}, h("summary", {}, "Show"), h("div", { class: "chunk" }, v.system_prompt))))))));
+}
+
+// How each settings field is read from its input; only fields whose input changed are sent, so a value
+// the form merely displays differently (a float rounded for reading) never makes a new version by itself.
+const SETTINGS = {
+  name: (v) => v.trim(), description: (v) => v, groups: groupsFrom, llm_provider: (v) => v.trim(),
+  llm_model: (v) => v.trim(), temperature: Number, max_tokens: Number, system_prompt: (v) => v,
+};
+
+const rounded = (x) => Math.round(x * 100) / 100;
+
+function editForm(base, agent, onSaved) {
   const message = messageArea();
   const submit = h("button", { type: "submit" }, "Save changes");
   const toggle = h("button", { type: "button", class: "secondary" }, agent.active ? "Deactivate" : "Activate");
@@ -64,19 +102,26 @@ function editForm(base, agent) {
     h("div", { class: "row" },
       field("LLM provider", { name: "llm_provider", value: agent.config.llm_provider }),
       field("Model", { name: "llm_model", value: agent.config.llm_model })),
+    h("div", { class: "row" },
+      field("Temperature", { name: "temperature", type: "number", min: 0, max: 2, step: "0.1", value: rounded(agent.config.temperature) }),
+      field("Max answer tokens", { name: "max_tokens", type: "number", min: 1, max: 32000, value: agent.config.max_tokens })),
     h("label", {}, "System prompt", h("textarea", { name: "system_prompt", value: agent.config.system_prompt })),
-    h("p", { class: "muted" }, `Version ${agent.current_version}`),
     h("div", { class: "row" }, submit, toggle), message);
+  const values = () => Object.fromEntries(Object.keys(SETTINGS).map((name) => [name, form[name].value]));
+  let shown = values();
   form.addEventListener("submit", (event) => {
     event.preventDefault();
+    const changed = Object.fromEntries(Object.entries(SETTINGS)
+      .filter(([name]) => form[name].value !== shown[name]).map(([name, read]) => [name, read(form[name].value)]));
+    if (!Object.keys(changed).length) { showOk(message, "Nothing changed."); return; }
     busy(submit, async () => {
       try {
-        const saved = await api.patch(`${base}/admin/agents/${agent.id}`, {
-          name: form.name.value.trim(), description: form.description.value, groups: groupsFrom(form.groups.value),
-          llm_provider: form.llm_provider.value.trim(), llm_model: form.llm_model.value.trim(),
-          system_prompt: form.system_prompt.value,
-        });
-        showOk(message, `Saved (version ${saved.current_version}).`);
+        const saved = await api.patch(`${base}/admin/agents/${agent.id}`, changed);
+        showOk(message, saved.current_version > agent.current_version
+          ? `Saved as version ${saved.current_version}.` : "Saved (no new version: the LLM and its instructions are unchanged).");
+        shown = values();
+        Object.assign(agent, saved);
+        await onSaved(saved);
       } catch (error) {
         showError(message, error);
       }
@@ -87,6 +132,7 @@ function editForm(base, agent) {
       const saved = await api.post(`${base}/admin/agents/${agent.id}/${agent.active ? "deactivate" : "activate"}`);
       agent.active = saved.active;
       toggle.textContent = saved.active ? "Deactivate" : "Activate";
+      await onSaved(saved);
       showOk(message, saved.active ? "Active: users in its groups can chat with it." : "Inactive: hidden from users.");
     } catch (error) {
       showError(message, error);
@@ -135,12 +181,12 @@ function renderAssignments(base, agent, panel, reload) {
     agent.collections.length ? h("table", {},
       h("thead", {}, h("tr", {}, ["Collection", "Top k", "Max distance", "Instruction", ""].map((t) => h("th", {}, t)))),
       h("tbody", {}, agent.collections.map((c) => {
-        const remove = h("button", { type: "button", class: "danger" }, "Remove");
+        const remove = h("button", { type: "button", class: "danger", "aria-label": `Remove ${c.name}` }, "Remove");
         remove.addEventListener("click", () => busy(remove, async () => {
           try {
             await api.put(`${base}/admin/agents/${agent.id}/collections`, { remove: [{ vector_provider: c.vector_provider, name: c.name }] });
             await reload();
-          } catch (error) { alert(error.detail); }
+          } catch (error) { notice(error); }
         }));
         return h("tr", {}, h("td", {}, `${c.name} (${c.vector_provider})`), h("td", {}, c.top_k),
           h("td", {}, c.max_distance ?? "–"), h("td", {}, c.instruction || ""), h("td", {}, remove));
@@ -172,7 +218,7 @@ function accessView(base, id) {
               h("td", {}, `${v.reason}: ${v.detail}`)))))
             : empty("The agent has no collections."));
       } catch (error) {
-        replace(results, h("p", { class: "error" }, error.detail));
+        replace(results, errorLine(error));
       }
     });
   });

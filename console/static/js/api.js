@@ -51,6 +51,25 @@ export const post = (path, json) => send("POST", path, json === undefined ? unde
 export const put = (path, json) => send("PUT", path, JSON.stringify(json), { "Content-Type": "application/json" });
 export const patch = (path, json) => send("PATCH", path, JSON.stringify(json), { "Content-Type": "application/json" });
 
+/** Fetch a file with the bearer token and hand it to the browser as a download named `filename`. */
+export async function download(path, filename) {
+  let response;
+  try {
+    response = await fetch(path, { headers: headers({ Accept: "*/*" }) });
+  } catch {
+    throw new ApiError(0, "network_error", "The server could not be reached. Check that Ragu is running.");
+  }
+  if (!response.ok) throw await problem(response);
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = filename;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
 /** Multipart upload; answers the per-file results even when every file was rejected. */
 export async function upload(path, files) {
   const form = new FormData();

@@ -1,6 +1,6 @@
 // Users: the agents you may use, your chats (rename, delete), and a chat with streamed, cited answers.
 import * as api from "./api.js";
-import { h, replace, messageArea, showError, busy, empty, pages } from "./ui.js";
+import { h, replace, messageArea, showError, busy, empty, pages, notice, plainWords } from "./ui.js";
 
 export async function chatsScreen(main, services) {
   const base = services.kappi;
@@ -20,45 +20,85 @@ function agentItem(base, agent) {
     try {
       const chat = await api.post(`${base}/chats`, { agent_id: agent.id });
       location.hash = `#/chats/${chat.id}`;
-    } catch (error) { alert(error.detail); }
+    } catch (error) { notice(error); }
   }));
-  return h("li", {}, h("span", { class: "stack" }, h("strong", {}, agent.name),
+  return h("li", {}, h("span", { class: "stack tight grow" }, h("strong", {}, agent.name),
     agent.description ? h("span", { class: "muted" }, agent.description) : null), start);
 }
 
-function history(base, chats, currentId) {
-  if (!chats.length) return empty("No chats yet. Start one with an agent.");
-  return h("ul", { class: "plain" }, chats.map((chat) => {
-    const rename = h("button", { type: "button", class: "secondary", "aria-label": `Rename ${chat.title}` }, "Rename");
-    const remove = h("button", { type: "button", class: "danger", "aria-label": `Delete ${chat.title}` }, "Delete");
-    const link = h("a", { href: `#/chats/${chat.id}`, "aria-current": chat.id === currentId ? "page" : null },
-      chat.title || "(untitled)", h("br"), h("small", { class: "muted" }, chat.agent_name));
-    rename.addEventListener("click", () => busy(rename, async () => {
-      const title = prompt("New title", chat.title);
-      if (!title || !title.trim()) return;
-      try {
-        const saved = await api.patch(`${base}/chats/${chat.id}`, { title: title.trim() });
-        chat.title = saved.title;
-        link.firstChild.textContent = saved.title;
-      } catch (error) { alert(error.detail); }
-    }));
-    remove.addEventListener("click", () => busy(remove, async () => {
-      if (!confirm(`Delete the chat “${chat.title}”?`)) return;
-      try {
-        await api.del(`${base}/chats/${chat.id}`);
-        if (chat.id === currentId) location.hash = "#/chats";
-        else remove.closest("li").remove();
-      } catch (error) { alert(error.detail); }
-    }));
-    return h("li", {}, link, rename, remove);
-  }));
+/** Your chats, each renamed in place (Enter saves, Escape cancels) or deleted after a confirmation. */
+function history(base, chats, currentId, onRenamed = () => {}) {
+  const noChats = () => empty("No chats yet. Start one with an agent.");
+  if (!chats.length) return noChats();
+  const list = h("ul", { class: "plain history" });
+  const wrapper = h("div", {}, list);
+
+  function chatItem(chat) {
+    const item = h("li", {});
+    let renameButton = null;
+
+    function show() {
+      const link = h("a", { href: `#/chats/${chat.id}`, "aria-current": chat.id === currentId ? "page" : null },
+        chat.title || "(untitled)", h("br"), h("small", { class: "muted" }, chat.agent_name));
+      renameButton = h("button", { type: "button", class: "secondary", "aria-label": `Rename ${chat.title}`, onclick: edit }, "Rename");
+      const remove = h("button", { type: "button", class: "danger", "aria-label": `Delete ${chat.title}` }, "Delete");
+      remove.addEventListener("click", () => busy(remove, async () => {
+        if (!confirm(`Delete the chat “${chat.title}”?`)) return;
+        try {
+          await api.del(`${base}/chats/${chat.id}`);
+          if (chat.id === currentId) { location.hash = "#/chats"; return; }
+          item.remove();
+          if (!list.children.length) replace(wrapper, noChats());
+        } catch (error) { notice(error); }
+      }));
+      replace(item, link, renameButton, remove);
+    }
+
+    function edit() {
+      const message = messageArea();
+      const input = h("input", { type: "text", name: "title", value: chat.title, required: true, maxlength: 200,
+        "aria-label": `New title for ${chat.title}` });
+      const save = h("button", { type: "submit" }, "Save");
+      const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
+      const form = h("form", { class: "rename stack" }, input, h("div", { class: "row" }, save, cancel), message);
+      const back = () => { show(); renameButton.focus(); };
+      cancel.addEventListener("click", back);
+      input.addEventListener("keydown", (e) => { if (e.key === "Escape") back(); });
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        busy(save, async () => {
+          try {
+            const saved = await api.patch(`${base}/chats/${chat.id}`, { title: input.value.trim() });
+            chat.title = saved.title;
+            back();
+            onRenamed(chat);
+          } catch (error) {
+            showError(message, error);
+          }
+        });
+      });
+      replace(item, form);
+      input.focus();
+      input.select();
+    }
+
+    show();
+    return item;
+  }
+
+  list.append(...chats.map(chatItem));
+  return wrapper;
 }
 
 export async function chatScreen(main, services, id) {
   const base = services.kappi;
   const [detail, chats] = await Promise.all([api.get(`${base}/chats/${id}`), api.get(`${base}/chats?limit=100`)]);
+  const sources = sourceDownloader(services);
   const messages = h("div", { class: "messages", "aria-live": "polite" },
-    detail.messages.length ? detail.messages.map(messageView) : empty("Ask your first question below."));
+    detail.messages.length ? detail.messages.map((msg) => messageView(msg, sources)) : empty("Ask your first question below."));
+  const title = h("h1", { id: "chat-title" });
+  const showTitle = (chat) => replace(title, chat.title || "New chat", " ", h("small", { class: "muted" }, chat.agent_name));
+  showTitle(detail.chat);
   const message = messageArea();
   const input = h("textarea", { name: "content", required: true, placeholder: "Ask a question…", rows: 3 });
   const submit = h("button", { type: "submit" }, "Send");
@@ -74,34 +114,33 @@ export async function chatScreen(main, services, id) {
       messages.querySelector(".empty")?.remove();
       messages.append(h("div", { class: "msg user" }, content));
       input.value = "";
-      await stream(base, id, content, messages, message);
+      await stream(base, id, content, messages, message, sources);
       input.focus();
     });
   });
   replace(main,
     h("div", { class: "chat-layout" },
       h("aside", { class: "card", "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "Your chats"),
-        h("p", {}, h("a", { href: "#/chats" }, "+ New chat")), history(base, chats, id)),
-      h("section", { class: "card", "aria-labelledby": "chat-title" },
-        h("h1", { id: "chat-title" }, detail.chat.title || "New chat", " ", h("small", { class: "muted" }, detail.chat.agent_name)),
-        messages, form)));
+        h("p", {}, h("a", { href: "#/chats" }, "+ New chat")),
+        history(base, chats, id, (chat) => { if (chat.id === id) showTitle(chat); })),
+      h("section", { class: "card", "aria-labelledby": "chat-title" }, title, messages, form)));
   input.focus();
 }
 
 /** One answer, streamed: `sources` first (citations, or none), then `token`s, then `done` or `error`. */
-async function stream(base, chatId, content, messages, message) {
+async function stream(base, chatId, content, messages, message, download) {
   const text = h("div", { class: "answer-text" });
   const sources = h("div", { class: "citations" });
   const bubble = h("div", { class: "msg assistant", "aria-busy": "true" }, text, sources);
   messages.append(bubble);
   try {
     for await (const { event, data } of api.events("POST", `${base}/chats/${chatId}/messages/stream`, { content })) {
-      if (event === "sources") replace(sources, citationsView(data.citations));
+      if (event === "sources") replace(sources, citationsView(data.citations, download));
       else if (event === "token") text.append(data.text);
       else if (event === "done") bubble.dataset.status = "complete";
       else if (event === "error") {
         bubble.dataset.status = "error";
-        bubble.append(h("p", { class: "error" }, data.detail));
+        bubble.append(h("p", { class: "error" }, plainWords(data)));
       }
     }
   } catch (error) {
@@ -112,15 +151,23 @@ async function stream(base, chatId, content, messages, message) {
   }
 }
 
-function messageView(msg) {
+/** Admins may download a cited document's original from chonkit; for everyone else there is no button. */
+function sourceDownloader(services) {
+  const session = api.current();
+  if (!session || !session.is_admin) return null;
+  return (citation) => api.download(`${services.chonkit}/documents/${citation.document_id}/content`,
+    citation.document_name || "document");
+}
+
+function messageView(msg, download) {
   if (msg.role === "user") return h("div", { class: "msg user" }, msg.content);
   return h("div", { class: "msg assistant", "data-status": msg.status },
     h("div", { class: "answer-text" }, msg.content),
     msg.status === "error" ? h("p", { class: "error" }, `This answer failed (${msg.error_code}).`) : null,
-    h("div", { class: "citations" }, citationsView(msg.citations)));
+    h("div", { class: "citations" }, citationsView(msg.citations, download)));
 }
 
-function citationsView(citations) {
+function citationsView(citations, download) {
   if (!citations.length) {
     return h("p", { class: "no-sources", role: "note" }, "No sources: nothing in the collections you can read matched, " +
       "so this answer is not grounded in your documents.");
@@ -128,5 +175,13 @@ function citationsView(citations) {
   return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => h("details", { class: "citation" },
     h("summary", {}, `[${c.citation}] ${c.document_name || c.document_id}`, c.page_start != null ? `, ${pages(c.page_start, c.page_end)}` : ""),
     h("p", { class: "muted" }, `collection ${c.collection} · score ${c.score.toFixed(3)}`),
-    h("div", { class: "chunk" }, c.text)))];
+    h("div", { class: "chunk" }, c.text), download ? downloadButton(c, download) : null))];
+}
+
+function downloadButton(citation, download) {
+  const button = h("button", { type: "button", class: "secondary" }, "Download the source document");
+  button.addEventListener("click", () => busy(button, async () => {
+    try { await download(citation); } catch (error) { notice(error); }
+  }));
+  return button;
 }

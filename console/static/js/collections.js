@@ -1,6 +1,6 @@
-// Admin: collections (create, groups, add documents, live job progress, retry, search test bench).
+// Admin: collections (create, groups, add and remove documents, live job progress, retry, search test bench).
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, pages } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, pages, notice, errorLine, problemOf, plural } from "./ui.js";
 
 export async function collectionsScreen(main, services) {
   const base = services.chonkit;
@@ -65,9 +65,23 @@ export async function collectionScreen(main, services, id) {
     replace(docsPanel, h("h2", { id: "in-collection" }, `Documents in this collection (${current.documents.length})`),
       h("p", { class: "muted" }, `${current.vector_count} vectors · identity ${current.identity.valid ? "valid" : "INVALID"}`),
       current.documents.length ? h("ul", { class: "plain" }, current.documents.map((d) => h("li", {},
-        h("span", {}, d.name), h("span", { class: "muted" }, `${d.chunk_count} chunks`),
-        d.current ? null : h("span", { class: "warn" }, "outdated"))))
-        : empty("Nothing embedded yet. Add documents below."));
+        h("span", { class: "grow" }, d.name), h("span", { class: "muted" }, plural(d.chunk_count, "chunk")),
+        d.current ? null : h("span", { class: "warn" }, "outdated: embed it again"), removeButton(d))))
+        : empty("Nothing embedded yet. Add documents above."));
+  }
+
+  function removeButton(doc) {
+    const button = h("button", { type: "button", class: "danger", "aria-label": `Remove ${doc.name}` }, "Remove");
+    button.addEventListener("click", () => busy(button, async () => {
+      if (!confirm(`Remove “${doc.name}” and its vectors from ${c.name}? The document itself stays.`)) return;
+      try {
+        const created = await api.post(`${base}/collections/${id}/documents/remove`, { document_ids: [doc.document_id] });
+        if (created.job) followJob(base, created.job, jobPanel, reloadDocuments);
+      } catch (error) {
+        notice(error);
+      }
+    }));
+    return button;
   }
 
   replace(main,
@@ -121,7 +135,7 @@ function addDocuments(base, id, jobPanel, reloadDocuments) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const ids = [...form.querySelectorAll("input[name=document]:checked")].map((i) => i.value);
-    if (!ids.length) { showError(message, { detail: "choose at least one document" }); return; }
+    if (!ids.length) { showError(message, problemOf("Choose at least one document.")); return; }
     busy(submit, async () => {
       try {
         const created = await api.post(`${base}/collections/${id}/documents`, { document_ids: ids });
@@ -146,6 +160,7 @@ async function followJob(base, job, panel, onFinished) {
   if (following) following.abort();
   const controller = new AbortController();
   following = controller;
+  window.addEventListener("hashchange", () => controller.abort(), { once: true }); // leaving the screen ends the stream
   renderJob(base, job, panel, onFinished);
   try {
     for await (const { event, data } of api.events("GET", `${base}/jobs/${job.id}/events`, undefined, controller.signal)) {
@@ -154,7 +169,7 @@ async function followJob(base, job, panel, onFinished) {
       job = data;
     }
   } catch (error) {
-    panel.append(h("p", { class: "error" }, error.detail || "Lost the job's progress stream."));
+    panel.append(errorLine(error));
   }
   if (!controller.signal.aborted && !["queued", "running"].includes(job.status)) await onFinished();
 }
@@ -162,12 +177,17 @@ async function followJob(base, job, panel, onFinished) {
 function renderJob(base, job, panel, onFinished) {
   const finished = job.items.filter((i) => ["done", "skipped", "failed", "cancelled"].includes(i.stage)).length;
   const failed = job.items.filter((i) => i.stage === "failed").length;
+  const running = ["queued", "running"].includes(job.status);
   const retry = h("button", { type: "button", class: "secondary" }, "Retry failed documents");
   retry.addEventListener("click", () => busy(retry, async () => {
-    try { followJob(base, await api.post(`${base}/jobs/${job.id}/retry`), panel, onFinished); } catch (error) { alert(error.detail); }
+    try { followJob(base, await api.post(`${base}/jobs/${job.id}/retry`), panel, onFinished); } catch (error) { notice(error); }
+  }));
+  const cancel = h("button", { type: "button", class: "danger" }, "Cancel job");
+  cancel.addEventListener("click", () => busy(cancel, async () => {
+    try { await api.post(`${base}/jobs/${job.id}/cancel`); } catch (error) { notice(error); }
   }));
   replace(panel,
-    h("h2", { id: "job-title" }, "Embedding job ", badge(job.status)),
+    h("h2", { id: "job-title" }, job.kind === "remove" ? "Removal job " : "Embedding job ", badge(job.status)),
     h("label", {}, `${finished} of ${job.items.length} documents finished`,
       h("progress", { max: job.items.length || 1, value: finished, "data-job-status": job.status })),
     h("table", {},
@@ -176,7 +196,7 @@ function renderJob(base, job, panel, onFinished) {
         h("td", {}, item.document_name || item.document_id), h("td", {}, badge(item.stage)),
         h("td", {}, item.chunks ?? "–"),
         h("td", { class: "error" }, item.error ? `${item.error} (${item.error_code})` : ""))))),
-    failed && !["queued", "running"].includes(job.status) ? retry : null);
+    h("div", { class: "row" }, failed && !running ? retry : null, running && !job.cancel_requested ? cancel : null));
 }
 
 function searchBench(base, id) {
@@ -201,7 +221,7 @@ function searchBench(base, id) {
             h("strong", {}, `${hit.document_name || hit.document_id} ${pages(hit.page_start, hit.page_end)} · distance ${hit.distance.toFixed(3)}`),
             "\n", hit.content)) : empty("Nothing matched."));
       } catch (error) {
-        replace(results, h("p", { class: "error" }, error.detail));
+        replace(results, errorLine(error));
       }
     });
   });
@@ -213,7 +233,7 @@ function deleteButton(base, collection) {
   button.addEventListener("click", () => {
     if (!confirm(`Delete the collection “${collection.name}” and all its vectors?`)) return;
     busy(button, async () => {
-      try { await api.del(`${base}/collections/${collection.id}`); location.hash = "#/collections"; } catch (error) { alert(error.detail); }
+      try { await api.del(`${base}/collections/${collection.id}`); location.hash = "#/collections"; } catch (error) { notice(error); }
     });
   });
   return button;

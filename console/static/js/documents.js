@@ -1,13 +1,19 @@
-// Admin: upload (drag and drop, many files, a result per file), list and search, delete, previews.
+// Admin: upload (drag and drop, many files, a result per file), list and search, details, delete, previews
+// with a parse and chunk config editor.
 import * as api from "./api.js";
-import { h, replace, messageArea, showError, showOk, busy, badge, empty, bytes, pages } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, bytes, pages, notice, listFrom, problemOf, plural } from "./ui.js";
+
+const CONFIG_HINT = 'chunk: {"strategy": "fixed" | "structure" | "parent_child", "unit": "tokens" | "characters", ' +
+  '"size", "overlap"} (parent_child: parent_size, child_size, child_overlap); null = fixed, 250 tokens, overlap 25. ' +
+  'parse: {"page_range": {"start", "end"}, "line_filters": [regex…], "sections": [{"start", "end"}…]}.';
 
 export async function documentsScreen(main, services) {
   const base = services.chonkit;
   const list = h("div");
-  const preview = h("section", { class: "card", "aria-label": "Preview", hidden: true });
+  const panel = h("section", { class: "card", "aria-labelledby": "doc-title", hidden: true });
   const search = h("input", { type: "search", name: "q", placeholder: "Search by name" });
   let timer = null;
+  let shown = null;
   search.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(refresh, 250); });
 
   async function refresh() {
@@ -16,70 +22,53 @@ export async function documentsScreen(main, services) {
       const page = await api.get(`${base}/documents?limit=100${query}`);
       replace(list, documentTable(page));
     } catch (error) {
-      replace(list, h("p", { class: "error" }, error.detail));
+      replace(list, errorLine(error));
     }
   }
 
   function documentTable(page) {
     if (!page.items.length) return empty(search.value ? "No document matches that search." : "No documents yet. Upload some above.");
-    return h("table", {},
-      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Pages"), h("th", {}, "Size"), h("th", {}, ""))),
-      h("tbody", {}, page.items.map((doc) => h("tr", {},
-        h("td", {}, doc.name),
-        h("td", {}, doc.doc_type),
-        h("td", {}, doc.page_count ?? "–"),
-        h("td", {}, bytes(doc.size_bytes)),
-        h("td", { class: "row" },
-          h("button", { type: "button", class: "secondary", onclick: () => showPreview(doc) }, "Preview"),
-          h("button", { type: "button", class: "danger", onclick: (e) => remove(e.currentTarget, doc) }, "Delete"))))),
+    return h("div", {},
+      h("table", {},
+        h("thead", {}, h("tr", {}, ["Name", "Type", "Pages", "Size", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, page.items.map((doc) => h("tr", {},
+          h("td", {}, doc.name, doc.label ? h("span", { class: "muted" }, ` · ${doc.label}`) : null,
+            doc.tags.length ? h("div", {}, doc.tags.map((t) => h("span", { class: "badge" }, t))) : null),
+          h("td", {}, doc.doc_type),
+          h("td", {}, doc.page_count ?? "–"),
+          h("td", {}, bytes(doc.size_bytes)),
+          h("td", {}, h("div", { class: "row" },
+            h("button", { type: "button", class: "secondary", "aria-label": `Preview ${doc.name}`, onclick: () => open(doc) }, "Preview"),
+            h("button", { type: "button", class: "danger", "aria-label": `Delete ${doc.name}`, onclick: (e) => remove(e.currentTarget, doc) }, "Delete"))))))),
       page.total > page.items.length ? h("p", { class: "muted" }, `Showing ${page.items.length} of ${page.total}.`) : null);
   }
 
   async function remove(button, doc) {
-    if (!confirm(`Delete “${doc.name}”? Collections keep their vectors until the document is removed from them.`)) return;
+    if (!confirm(`Delete “${doc.name}”? It is removed from every collection too.`)) return;
     await busy(button, async () => {
-      try { await api.del(`${base}/documents/${doc.id}`); await refresh(); } catch (error) { alert(error.detail); }
+      try {
+        await api.del(`${base}/documents/${doc.id}`);
+        if (shown === doc.id) { panel.hidden = true; shown = null; }
+        await refresh();
+      } catch (error) {
+        notice(error);
+      }
     });
   }
 
-  async function showPreview(doc) {
-    preview.hidden = false;
+  async function open(doc) {
+    shown = doc.id;
+    panel.hidden = false;
     const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
     const parseButton = h("button", { type: "button", class: "secondary" }, "Parsed text");
     const chunkButton = h("button", { type: "button", class: "secondary" }, "Chunks");
-    parseButton.addEventListener("click", () => busy(parseButton, () => parsed(doc, body)));
-    chunkButton.addEventListener("click", () => busy(chunkButton, () => chunks(doc, body)));
-    replace(preview, h("h2", {}, `Preview: ${doc.name}`), h("div", { class: "row" }, parseButton, chunkButton), body);
-    await parsed(doc, body);
-    preview.scrollIntoView({ block: "nearest" });
-  }
-
-  async function parsed(doc, body) {
-    try {
-      const result = await api.post(`${base}/documents/${doc.id}/preview/parse`, {});
-      replace(body,
-        h("p", { class: "muted" }, `${result.characters} characters, ${result.block_count} blocks, ${result.sections.length} sections` +
-          (result.truncated ? " (truncated)" : "")),
-        result.sections.map((section) => h("div", {},
-          h("h3", {}, section.title || "(untitled section)", " ", h("small", { class: "muted" }, pages(section.page_start, section.page_end))),
-          section.blocks.map((block) => h("div", { class: "chunk" }, block.text)))));
-    } catch (error) {
-      replace(body, h("p", { class: "error" }, error.detail));
-    }
-  }
-
-  async function chunks(doc, body) {
-    try {
-      const result = await api.post(`${base}/documents/${doc.id}/preview/chunks`, {});
-      replace(body,
-        h("p", { class: "muted" }, `${result.chunk_count} chunks for ${result.model} (at most ${result.max_tokens} tokens each)` +
-          (result.oversized.length ? `, ${result.oversized.length} oversized` : "") + (result.truncated ? " (truncated)" : "")),
-        result.chunks.map((chunk) => h("div", { class: "chunk" },
-          h("strong", {}, `#${chunk.index} · ${chunk.token_count} tokens ${pages(chunk.page_start, chunk.page_end)}`),
-          chunk.oversized ? h("span", { class: "warn" }, " oversized") : null, "\n", chunk.text)));
-    } catch (error) {
-      replace(body, h("p", { class: "error" }, error.detail));
-    }
+    parseButton.addEventListener("click", () => busy(parseButton, () => parsed(base, doc, body)));
+    chunkButton.addEventListener("click", () => busy(chunkButton, () => chunks(base, doc, body, {})));
+    replace(panel, h("h2", { id: "doc-title" }, doc.name),
+      h("div", { class: "grid" }, detailsForm(base, doc, refresh), configEditor(base, doc, body)),
+      h("h3", {}, "Preview"), h("div", { class: "row" }, parseButton, chunkButton, downloadButton(base, doc)), body);
+    await parsed(base, doc, body);
+    panel.scrollIntoView({ block: "nearest" });
   }
 
   replace(main,
@@ -89,8 +78,117 @@ export async function documentsScreen(main, services) {
       h("h2", { id: "doc-list" }, "All documents"),
       h("label", {}, "Search", search),
       list),
-    preview);
+    panel);
   await refresh();
+}
+
+function detailsForm(base, doc, refresh) {
+  const message = messageArea();
+  const submit = h("button", { type: "submit" }, "Save details");
+  const form = h("form", { class: "stack", "aria-label": "Details" },
+    field("Name", { name: "name", required: true, value: doc.name }),
+    field("Label", { name: "label", value: doc.label || "" }),
+    field("Tags (comma-separated)", { name: "tags", value: doc.tags.join(", ") }),
+    h("p", { class: "muted" }, `${doc.media_type} · uploaded ${new Date(doc.created_at).toLocaleString()}`),
+    h("div", { class: "row" }, submit), message);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    busy(submit, async () => {
+      try {
+        const saved = await api.patch(`${base}/documents/${doc.id}`, {
+          name: form.name.value.trim(), label: form.label.value.trim() || null, tags: listFrom(form.tags.value),
+        });
+        Object.assign(doc, saved);
+        showOk(message, "Saved.");
+        await refresh();
+      } catch (error) {
+        showError(message, error);
+      }
+    });
+  });
+  return form;
+}
+
+function configEditor(base, doc, body) {
+  const message = messageArea();
+  const text = h("textarea", { name: "config", rows: 7, spellcheck: "false", class: "code" });
+  const tryIt = h("button", { type: "button", class: "secondary" }, "Preview chunks with this config");
+  const submit = h("button", { type: "submit" }, "Save config");
+  const form = h("form", { class: "stack", "aria-label": "Parse and chunk config" },
+    h("label", {}, "Parse and chunk config (JSON)", text),
+    h("p", { class: "muted small" }, CONFIG_HINT), h("div", { class: "row" }, tryIt, submit), message);
+  api.get(`${base}/documents/${doc.id}/config`).then((config) => { text.value = JSON.stringify(config, null, 2); },
+    (error) => showError(message, error));
+
+  function edited() {
+    try {
+      return JSON.parse(text.value);
+    } catch (error) {
+      throw problemOf(`The config is not valid JSON (${error.message}).`);
+    }
+  }
+
+  text.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit(); });
+  tryIt.addEventListener("click", () => busy(tryIt, async () => {
+    try {
+      const config = edited();
+      message.textContent = "";
+      await chunks(base, doc, body, { parse: config.parse ?? null, chunk: config.chunk ?? null });
+    } catch (error) {
+      showError(message, error);
+    }
+  }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    busy(submit, async () => {
+      try {
+        const saved = await api.put(`${base}/documents/${doc.id}/config`, edited());
+        text.value = JSON.stringify(saved, null, 2);
+        showOk(message, "Saved: collections use it the next time they embed this document.");
+      } catch (error) {
+        showError(message, error);
+      }
+    });
+  });
+  return form;
+}
+
+function downloadButton(base, doc) {
+  const button = h("button", { type: "button", class: "secondary" }, "Download original");
+  button.addEventListener("click", () => busy(button, async () => {
+    try { await api.download(`${base}/documents/${doc.id}/content`, doc.name); } catch (error) { notice(error); }
+  }));
+  return button;
+}
+
+async function parsed(base, doc, body) {
+  try {
+    const result = await api.post(`${base}/documents/${doc.id}/preview/parse`, {});
+    replace(body,
+      h("p", { class: "muted" }, `${result.characters} characters, ${result.block_count} blocks, ${result.sections.length} sections` +
+        (result.truncated ? " (truncated)" : "")),
+      result.sections.map((section) => h("div", {},
+        h("h4", {}, section.title || "(untitled section)", " ", h("small", { class: "muted" }, pages(section.page_start, section.page_end))),
+        section.blocks.map((block) => h("div", { class: "chunk" }, block.text)))));
+  } catch (error) {
+    replace(body, errorLine(error));
+  }
+}
+
+async function chunks(base, doc, body, request) {
+  try {
+    const result = await api.post(`${base}/documents/${doc.id}/preview/chunks`, request);
+    replace(body,
+      h("p", { class: result.oversized.length ? "warn" : "muted" },
+        `${plural(result.chunk_count, "chunk")} for ${result.model} (at most ${result.max_tokens} tokens each)` +
+        (result.oversized.length ? `, ${result.oversized.length} oversized: embedding would fail` : "") +
+        (result.truncated ? " (truncated)" : "")),
+      result.chunks.map((chunk) => h("div", { class: "chunk" },
+        h("strong", {}, `#${chunk.index} · ${chunk.token_count} tokens ${pages(chunk.page_start, chunk.page_end)}`),
+        chunk.oversized ? h("span", { class: "warn" }, " oversized") : null, "\n", chunk.text)));
+  } catch (error) {
+    replace(body, errorLine(error));
+  }
 }
 
 function uploader(base, refresh) {

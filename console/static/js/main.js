@@ -1,22 +1,26 @@
-// Sign-in, navigation and routing. Screens live in their own modules; each renders into <main>.
+// Sign-in, navigation and routing. Screens live in their own modules; each renders into a view of its own
+// inside <main>, so a slow screen that finishes after the user has moved on writes into a detached view
+// instead of replacing the screen they are on.
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, busy, groupsFrom, notice } from "./ui.js";
+import { h, replace, field, messageArea, showError, busy, groupsFrom, notice, plainWords } from "./ui.js";
+import * as oidc from "./oidc.js";
 import { documentsScreen } from "./documents.js";
 import { collectionsScreen, collectionScreen } from "./collections.js";
 import { agentsScreen, agentScreen } from "./agents.js";
 import { chatsScreen, chatScreen } from "./chat.js";
 
 const main = document.getElementById("main");
-let config = { dev_sign_in: false, services: { chonkit: "/chonkit", kappi: "/kappi" } };
+let config = { sign_in: [], oidc: null, services: { chonkit: "/chonkit", kappi: "/kappi" } };
+let signInMessage = null; // why the last sign-in failed or the session ended, shown on the sign-in screen
 
 const routes = [
-  [/^#\/documents$/, () => documentsScreen(main, config.services), true],
-  [/^#\/collections$/, () => collectionsScreen(main, config.services), true],
-  [/^#\/collections\/([\w-]+)$/, (m) => collectionScreen(main, config.services, m[1]), true],
-  [/^#\/agents$/, () => agentsScreen(main, config.services), true],
-  [/^#\/agents\/([\w-]+)$/, (m) => agentScreen(main, config.services, m[1]), true],
-  [/^#\/chats$/, () => chatsScreen(main, config.services), false],
-  [/^#\/chats\/([\w-]+)$/, (m) => chatScreen(main, config.services, m[1]), false],
+  [/^#\/documents$/, (view) => documentsScreen(view, config.services), true],
+  [/^#\/collections$/, (view) => collectionsScreen(view, config.services), true],
+  [/^#\/collections\/([\w-]+)$/, (view, m) => collectionScreen(view, config.services, m[1]), true],
+  [/^#\/agents$/, (view) => agentsScreen(view, config.services), true],
+  [/^#\/agents\/([\w-]+)$/, (view, m) => agentScreen(view, config.services, m[1]), true],
+  [/^#\/chats$/, (view) => chatsScreen(view, config.services), false],
+  [/^#\/chats\/([\w-]+)$/, (view, m) => chatScreen(view, config.services, m[1]), false],
 ];
 
 function navigation(session) {
@@ -26,14 +30,38 @@ function navigation(session) {
   replace(nav, ...links.map(([href, text]) => h("a", { href }, text)));
   nav.hidden = false;
   replace(document.getElementById("who"),
-    h("span", {}, `${session.subject}${session.is_admin ? " (admin)" : ""}`),
-    h("button", { type: "button", class: "secondary", onclick: signOutNow },
-      "Sign out"));
+    h("span", {}, `${session.name || session.subject}${session.is_admin ? " (admin)" : ""}`),
+    h("button", { type: "button", class: "secondary", onclick: signOutNow }, "Sign out"));
 }
 
-function signOutNow() {
+function startSession(session, via) {
+  api.signIn({ ...session, via });
+  navigation(session);
+  if (via === "oidc") {
+    oidc.keepFresh(api.current(), (renewed) => api.signIn({ ...renewed, via }), (error) => {
+      endSession();
+      signInMessage = `Your session ended: ${plainWords(error)}`;
+      render();
+    });
+  }
+}
+
+function endSession() {
+  oidc.stopRefreshing();
   api.signOut();
+}
+
+async function signOutNow() {
+  const session = api.current();
+  endSession();
   history.replaceState(null, "", location.pathname);
+  if (session && session.via === "oidc") {
+    try {
+      if (await oidc.signOutAtProvider(config, session)) return;
+    } catch (error) {
+      signInMessage = `Signed out of Ragu, but not at the identity provider: ${plainWords(error)}`;
+    }
+  }
   render();
 }
 
@@ -64,22 +92,49 @@ async function render() {
     return;
   }
   markCurrent();
+  const view = h("div", { class: "view" }, h("p", { class: "muted" }, "Loading…"));
+  replace(main, view);
   try {
-    await route[1](location.hash.match(route[0]));
+    await route[1](view, location.hash.match(route[0]));
   } catch (error) {
-    notice(error);
+    replace(view, h("p", { class: "error", role: "alert" }, plainWords(error)));
   }
-  if (!main.contains(document.activeElement)) main.focus();
+  if (view.isConnected && !main.contains(document.activeElement)) main.focus();
 }
 
 function signInScreen() {
-  if (!config.dev_sign_in) {
-    replace(main, h("h1", {}, "Sign in"),
-      h("p", { class: "card" }, "This Ragu is configured with an identity provider (JWKS). Signing in through it " +
-        "is not supported by the console yet; use the APIs with a token from your identity provider."));
-    return;
-  }
+  const parts = [h("h1", { id: "signin-title" }, "Sign in to Ragu")];
   const message = messageArea();
+  if (signInMessage) showError(message, { detail: signInMessage });
+  signInMessage = null;
+  parts.push(message);
+  if (config.sign_in.includes("oidc")) parts.push(providerSignIn(message));
+  if (config.sign_in.includes("development")) parts.push(developmentSignIn(message));
+  if (!config.sign_in.length) {
+    parts.push(h("p", { class: "card" }, "This Ragu accepts tokens from an identity provider (JWKS) but has no " +
+      "sign-in configured for the console: set RAGU_OIDC_ISSUER and RAGU_OIDC_CLIENT_ID, or use the APIs with a " +
+      "token from your identity provider."));
+  }
+  replace(main, ...parts);
+  const first = main.querySelector("input, button");
+  if (first) first.focus();
+}
+
+function providerSignIn(message) {
+  const host = new URL(config.oidc.issuer).host;
+  const button = h("button", { type: "button" }, "Sign in with your organisation's account");
+  button.addEventListener("click", () => busy(button, async () => {
+    try {
+      await oidc.startSignIn(config);
+    } catch (error) {
+      showError(message, error);
+    }
+  }));
+  return h("section", { class: "card stack", "aria-label": "Sign in with your identity provider" },
+    h("p", {}, "You sign in at ", h("strong", {}, host), " and come back here."), h("div", { class: "row" }, button));
+}
+
+function developmentSignIn(message) {
   const subject = field("User name", { name: "subject", required: true, autocomplete: "username", value: "" });
   const groups = field("Groups (comma-separated)", { name: "groups", placeholder: "hr, legal" });
   const admin = h("label", { class: "check" }, h("input", { type: "checkbox", name: "admin" }), "Admin");
@@ -87,26 +142,24 @@ function signInScreen() {
   const form = h("form", { class: "card stack", "aria-labelledby": "signin-title" },
     h("p", { class: "dev-banner" }, h("strong", {}, "Development only. "),
       "Anyone who can reach this page can sign in as anyone. Configure a JWKS for production; this form then disappears."),
-    subject, groups, admin, submit, message);
+    subject, groups, admin, h("div", { class: "row" }, submit));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     busy(submit, async () => {
       try {
-        const token = await api.post("/console/dev-token", {
+        const session = await api.post("/console/dev-token", {
           subject: form.subject.value.trim(),
           groups: groupsFrom(form.groups.value),
           admin: form.admin.checked,
         });
-        api.signIn(token);
-        navigation(token);
-        go(token.is_admin ? "#/collections" : "#/chats");
+        startSession(session, "development");
+        go(session.is_admin ? "#/collections" : "#/chats");
       } catch (error) {
         showError(message, error);
       }
     });
   });
-  replace(main, h("h1", { id: "signin-title" }, "Sign in to Ragu"), form);
-  form.subject.focus();
+  return form;
 }
 
 window.addEventListener("hashchange", render);
@@ -115,5 +168,12 @@ try {
   config = await api.get("/console/config");
 } catch (error) {
   notice(error);
+}
+if (oidc.isCallback()) {
+  try {
+    startSession(await oidc.completeSignIn(), "oidc");
+  } catch (error) {
+    signInMessage = plainWords(error);
+  }
 }
 render();

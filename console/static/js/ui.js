@@ -52,12 +52,27 @@ export function showOk(area, text) {
   area.textContent = text;
 }
 
+/** An error raised by the page itself, shown like a problem from a service. */
+export function problemOf(detail) {
+  const error = new Error(detail);
+  error.detail = detail;
+  return error;
+}
+
+/** A problem's `detail` as a sentence; a rejected request also names the first field at fault. */
 export function plainWords(error) {
   if (error && typeof error.detail === "string") {
-    const detail = error.detail.charAt(0).toUpperCase() + error.detail.slice(1);
+    let detail = error.detail.charAt(0).toUpperCase() + error.detail.slice(1);
+    const first = error.body && Array.isArray(error.body.errors) ? error.body.errors[0] : null;
+    if (first && first.message) detail += ` (${first.key ? `${first.key}: ` : ""}${first.message})`;
     return error.status === 401 ? `${detail}. Sign in again.` : detail;
   }
   return "Something went wrong. Try again.";
+}
+
+/** An error in place of content that could not be loaded. */
+export function errorLine(error) {
+  return h("p", { class: "error" }, plainWords(error));
 }
 
 /** The page-wide notice, for errors that belong to no form. */
@@ -66,6 +81,7 @@ export function notice(error) {
   if (!error) { el.hidden = true; el.textContent = ""; return; }
   el.textContent = plainWords(error);
   el.hidden = false;
+  el.scrollIntoView({ block: "nearest" });
 }
 
 /** Disable a button while `work` runs, so a double click does not send twice. */
@@ -78,13 +94,21 @@ export function badge(text) { return h("span", { class: `badge ${text}` }, text)
 
 export function empty(text) { return h("p", { class: "empty" }, text); }
 
-export function groupsFrom(text) {
+/** "hr, legal, hr" → ["hr", "legal"]: comma-separated names, trimmed, without duplicates. */
+export function listFrom(text) {
   return [...new Set(text.split(",").map((g) => g.trim()).filter(Boolean))];
 }
+
+export const groupsFrom = listFrom;
 
 export function pages(start, end) {
   if (start == null) return "";
   return end != null && end !== start ? `pages ${start}–${end}` : `page ${start}`;
+}
+
+/** plural(1, "chunk") → "1 chunk"; plural(3, "chunk") → "3 chunks". */
+export function plural(n, noun) {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
 
 export function bytes(n) {

@@ -1,0 +1,153 @@
+"""What the console's browser tests share: the real platform as a subprocess, and a recorded browser tab."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+CHROMIUM = Path("/usr/bin/chromium")
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts" / "console"
+TIMEOUT_MS = 60_000
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def running_platform(port: int, **settings: str) -> Iterator[str]:
+    """``ragu serve`` on embedded defaults plus ``settings`` (``RAGU_*`` values), with the console at ``/``.
+
+    Its data folder is made outside pytest's 0700 temporary tree: run as root, embedded PostgreSQL serves
+    as its own system user, which initdb fails to set up below a folder that user cannot enter.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="ragu-console-"))
+    workdir.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_") and k != "DATABASE_URL"}
+    env.update(RAGU_DATA_DIR=str(workdir / "data"), RAGU_PORT=str(port), **settings)
+    log = (workdir / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ragu.cli", "serve"], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert process.poll() is None, (workdir / "serve.log").read_text()
+            try:
+                if httpx.get(f"{base}/kappi/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "ragu serve did not come up"
+            time.sleep(0.25)
+        yield base
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        log.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def nav(page: Any, link: str) -> None:
+    """Follow a link of the main navigation and wait for its screen (each screen's title is its link's text)."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name=link, exact=True).click()
+    expect(page.get_by_role("heading", name=link, level=1)).to_be_visible()
+
+
+class Console:
+    """One browser tab on the console, recording every console error, uncaught exception and dialog.
+
+    Dialogs (the confirmations before deleting) are accepted, and their messages kept in ``dialogs``.
+    """
+
+    def __init__(self, browser: Any, base: str, *, width: int = 1280, height: int = 900) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.context.set_default_timeout(TIMEOUT_MS)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("dialog", self._accept)
+        self.page.goto(base)
+
+    def _accept(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.accept()
+
+    def sign_in(self, subject: str, *, groups: str = "", admin: bool = False) -> None:
+        page = self.page
+        page.get_by_label("User name").fill(subject)
+        page.get_by_label("Groups (comma-separated)").fill(groups)
+        page.get_by_label("Admin").set_checked(admin)
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("button", name="Sign out").wait_for()
+
+    def shot(self, name: str) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+    def overflow(self) -> int:
+        """How many CSS pixels the page is wider than the viewport (0: nothing needs sideways scrolling)."""
+        width: int = self.page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        return width
+
+    def stored(self) -> list[Any]:
+        """Everything the page keeps beyond its own memory: local and session storage, and cookies."""
+        stored: list[Any] = self.page.evaluate(
+            "() => [Object.assign({}, localStorage), Object.assign({}, sessionStorage), document.cookie]"
+        )
+        return stored
+
+    def close(self) -> list[str]:
+        self.context.close()
+        return self.errors
+
+
+class Api:
+    """Setup through the public APIs (what a script would do), so a browser test drives only what it checks."""
+
+    def __init__(self, base: str, *, subject: str = "setup-admin") -> None:
+        token = httpx.post(f"{base}/console/dev-token", json={"subject": subject, "admin": True}).json()["token"]
+        self.base = base
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def collection(self, name: str, *, groups: tuple[str, ...] = ()) -> dict[str, Any]:
+        return self._post("/chonkit/collections", {"name": name, "groups": list(groups)})
+
+    def agent(self, name: str, *, groups: tuple[str, ...] = (), description: str = "") -> dict[str, Any]:
+        return self._post("/kappi/admin/agents", {"name": name, "groups": list(groups), "description": description})
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = httpx.post(f"{self.base}{path}", json=body, headers=self.headers, timeout=30)
+        response.raise_for_status()
+        created: dict[str, Any] = response.json()
+        return created
