@@ -91,6 +91,10 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     is_admin: bool
 
 
+VERIFIED_TOKENS = 4096
+"""Verified tokens remembered at once (see ``Authenticator._verified``)."""
+
+
 class Authenticator:
     """Verifies bearer tokens against the configured key source; one instance per process.
 
@@ -126,6 +130,9 @@ class Authenticator:
             logger.warning("development authentication (HS256 shared secret); configure a JWKS for production")
             self._key_source = jwk.construct(dev_secret(settings), "HS256")
         self._algorithms = JWKS_ALGORITHMS if settings.uses_jwks else SECRET_ALGORITHMS
+        self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
+        """Tokens whose signature checked out, by token, with when: a client sends the same one again and
+        again, and verifying it is most of what authentication costs. Held no longer than the key set is."""
 
     async def authenticate(self, authorization: str | None) -> Principal:
         """Verify the raw ``Authorization`` header value and return who sent it.
@@ -145,6 +152,12 @@ class Authenticator:
             Unavailable: ``jwks_unavailable`` when the key set cannot be read.
         """
         token = _bearer_token(authorization)
+        now = self._clock()
+        verified = self._verified.get(token)
+        if verified is not None and now - verified[0] < self._settings.auth_jwks_cache_seconds:
+            claims = verified[1]
+            self._check_validity(claims)  # expiry moves with the clock, whatever was checked before
+            return claims
         header = _unverified_header(token)
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self._algorithms:
@@ -152,6 +165,9 @@ class Authenticator:
         key = await self._key_for(header, alg)
         claims = _verified_claims(token, key, alg)
         self._check_validity(claims)
+        if len(self._verified) >= VERIFIED_TOKENS:
+            self._verified.pop(next(iter(self._verified)))  # the oldest
+        self._verified[token] = (now, claims)
         return claims
 
     @staticmethod

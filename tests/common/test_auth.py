@@ -903,3 +903,16 @@ def test_mint_refuses_bad_requests(tmp_path: Path, arguments: dict[str, Any]) ->
     with pytest.raises(InvalidInput) as caught:
         mint_dev_token(make_settings(tmp_path, auth_hs256_secret=SECRET), **arguments)
     assert caught.value.code == "invalid_token_request"
+
+
+async def test_a_remembered_token_still_expires_on_time(tmp_path: Path, clock: Clock) -> None:
+    """Verified tokens are remembered (the signature is checked once), but their times are checked every time."""
+    auth = secret_auth(tmp_path, clock, auth_leeway_seconds=0)
+    token = bearer(sign(claims(exp=int(NOW) + 60), SECRET.encode(), alg="HS256"))
+    assert (await auth.authenticate(token)).subject == "user-1"
+    clock.now += 59
+    assert (await auth.authenticate(token)).subject == "user-1"
+    clock.now += 1
+    await rejected(auth, token, "token_expired")
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    await rejected(auth, forged, "invalid_signature")
