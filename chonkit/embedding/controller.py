@@ -20,6 +20,7 @@ from chonkit.embedding.models import Job
 from chonkit.embedding.repository import JobRepository
 from chonkit.embedding.service import JobService
 from common.db import Database
+from common.errors import Unavailable
 
 POLL_SECONDS = 0.5
 
@@ -44,8 +45,10 @@ class JobController(Controller):
 
     @get("/{job_id:uuid}/events", summary="Follow a job (Server-Sent Events)")
     async def events(self, state: State, jobs: NamedDependency[JobService], job_id: FromPath[UUID]) -> ServerSentEvent:
-        """A ``job`` event with the full job whenever it changes, ending with the finished job. The stream
-        reads the database on its own connections (a request's connection ends before streaming starts)."""
+        """A ``job`` event with the full job whenever it changes, ending with the finished job — or with an
+        ``error`` event (``code``, ``detail``) when the database becomes unavailable; the job itself carries on
+        once it is back. The stream reads the database on its own connections (a request's connection ends
+        before streaming starts)."""
         first = await jobs.get(job_id)
         return ServerSentEvent(_follow(state.db, first))
 
@@ -66,8 +69,13 @@ async def _follow(db: Database, job: Job) -> AsyncIterator[ServerSentEventMessag
     yield ServerSentEventMessage(data=last.decode(), event="job")
     while job.status in {"queued", "running"}:
         await asyncio.sleep(POLL_SECONDS)
-        async with db.transaction() as conn:
-            current = await JobRepository(conn).get(job.id)
+        try:
+            async with db.transaction() as conn:
+                current = await JobRepository(conn).get(job.id)
+        except Unavailable as exc:  # the response has started: end with an event that has a code, not a reset
+            problem = {"code": exc.code, "detail": exc.detail}
+            yield ServerSentEventMessage(data=encoder.encode(problem).decode(), event="error")
+            return
         if current is None:
             return
         job = current

@@ -27,6 +27,14 @@ else:
     Connection = Any
     Pool = asyncpg.Pool
 
+_CONNECTION_LOST = (
+    OSError,
+    asyncpg.PostgresConnectionError,  # refused, or dropped mid-statement
+    asyncpg.exceptions.AdminShutdownError,  # pg_ctl stop (fast) ends every session
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,  # starting up or shutting down
+)
+
 _json_encoder = msgspec.json.Encoder()
 _json_decoder = msgspec.json.Decoder()
 
@@ -79,7 +87,7 @@ class PoolDatabase:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
         with translate_db_errors():
-            async with self.pool.acquire() as conn, conn.transaction():
+            async with self.pool.acquire() as conn, _transaction(conn):
                 yield conn
 
     async def ping(self) -> None:
@@ -113,6 +121,39 @@ class SingleConnectionDatabase:
         """The owner of the connection closes it."""
 
 
+@asynccontextmanager
+async def _transaction(conn: Connection) -> AsyncIterator[None]:
+    """``conn.transaction()``, but aware that the server may end the session (a shutdown, a restart): such a
+    connection has nothing to roll back, and asyncpg's complaints about using it ("released back to the pool",
+    "connection is closed") mean that the database went away, not that our code misused a connection."""
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        try:
+            yield
+        except BaseException:
+            if not _dropped(conn):
+                await tx.rollback()
+            raise
+        await tx.commit()
+    except asyncpg.InterfaceError as exc:
+        if _dropped(conn):
+            raise _database_unavailable() from exc
+        raise
+
+
+def _dropped(conn: Connection) -> bool:
+    """Closed under us: asyncpg then hands the connection back to its pool at once, detaching our proxy."""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:  # the detached proxy refuses every call
+        return True
+
+
+def _database_unavailable() -> Unavailable:
+    return Unavailable("the database is unavailable; try again shortly", code="database_unavailable")
+
+
 @contextmanager
 def translate_db_errors() -> Iterator[None]:
     """Turn constraint violations and lost connections into our error tree; anything else is a bug."""
@@ -124,8 +165,8 @@ def translate_db_errors() -> Iterator[None]:
         raise NotFound(
             _constraint_detail(exc, "refers to something that does not exist"), code="reference_missing"
         ) from exc
-    except (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError) as exc:
-        raise Unavailable("the database is unavailable; try again shortly", code="database_unavailable") from exc
+    except _CONNECTION_LOST as exc:
+        raise _database_unavailable() from exc
 
 
 def _constraint_detail(exc: asyncpg.PostgresError, what: str) -> str:

@@ -71,6 +71,15 @@ def _unstorable_text(_: Request[Any, Any, Any], exc: asyncpg.DataError) -> Respo
     return problem(422, "invalid_text", "text fields may not contain NUL (\\u0000) characters")
 
 
+def _dependency_cleanup(request: Request[Any, Any, Any], exc: ExceptionGroup[Exception]) -> Response[dict[str, Any]]:
+    """Litestar wraps what a yield dependency raises while it closes in an ``ExceptionGroup``: the request's
+    transaction turning a connection lost mid-request into ``Unavailable`` arrives that way. One error of ours
+    inside is answered as itself; anything else is a bug."""
+    if len(exc.exceptions) == 1 and isinstance(exc.exceptions[0], AppError):
+        return _app_error(request, exc.exceptions[0])
+    return _unexpected(request, exc)
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, "internal", "an unexpected error occurred; it has been logged")
@@ -83,5 +92,6 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     HTTPException: _http,
     asyncpg.CharacterNotInRepertoireError: _unstorable_text,  # NUL in a text value
     asyncpg.UntranslatableCharacterError: _unstorable_text,  # \u0000 in a JSON value
+    ExceptionGroup: _dependency_cleanup,
     Exception: _unexpected,
 }

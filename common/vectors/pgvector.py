@@ -303,6 +303,8 @@ class PgVectorStore:
                 for (n, search), rows in zip(batch, await self._union(batch), strict=True):
                     if not _ties_past(rows, search.limit, search.limit + 1):
                         results[n] = [_hit(row) for row in rows[: search.limit]]
+            except Unavailable:
+                raise  # the store itself is down: one by one would only fail slower
             except AppError:
                 pass  # one search's own failure (a dropped collection) sinks the statement; they go one by one
         alone = [(n, search) for n, search in enumerate(searches) if results[n] is None]

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from common.embedders.base import EmbedderRegistry
-from common.errors import AppError
+from common.errors import AppError, Unavailable
 from common.vectors.base import Search, SearchFilter, SearchHit
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader
@@ -155,7 +155,12 @@ class Retriever:
             providers.setdefault(target.assignment.vector_provider, []).append(target)
         found = await asyncio.gather(*(self._search(p, group, vectors, where) for p, group in providers.items()))
         searched = time.perf_counter()
-        chunks = sorted((c for hits in found for c in hits), key=lambda c: (-c.score, c.document_id))
+        reached = [hits for hits in found if hits is not None]
+        if not reached and (len(found) > 0 or any(v.reason == "provider_unavailable" for v, _ in verdicts)):
+            # No store could be read: an answer from no sources would read like "the documents do not say".
+            # A partial outage still answers from the stores that are up.
+            raise Unavailable("the vector store is unavailable; try again shortly", code="vector_store_unavailable")
+        chunks = sorted((c for hits in reached for c in hits), key=lambda c: (-c.score, c.document_id))
         return Retrieval(
             chunks=_dedupe_parents(chunks),
             collections_searched=len(targets),
@@ -169,8 +174,8 @@ class Retriever:
         targets: Sequence[Searchable],
         vectors: dict[tuple[str, str], np.ndarray],
         where: SearchFilter | None,
-    ) -> list[RetrievedChunk]:
-        """One provider's collections in one call (pgvector: one statement)."""
+    ) -> list[RetrievedChunk] | None:
+        """One provider's collections in one call (pgvector: one statement); ``None`` when the store is down."""
         searches = [
             Search(
                 name=t.assignment.name,
@@ -184,8 +189,12 @@ class Retriever:
         ]
         try:
             results = await self.vectors.get(provider).search_many(searches)
+        except Unavailable:
+            return None  # the store is down: its collections contribute nothing; other providers still answer
         except AppError:
-            return []  # the store is down: its collections contribute nothing; other providers still answer
+            return []  # the store refused this search: nothing from it
+        if all(isinstance(hits, Unavailable) for hits in results):
+            return None
         # A collection that vanished mid-question (an error as its result) contributes nothing either.
         return [
             _chunk(target.assignment, hit)
