@@ -4,10 +4,11 @@ Run from the repository root::
 
     python -m bench [--quick] [--only NAME ...] [--out DIR]
 
-A benchmark is a module ``bench/<name>_bench.py``. One that defines ``run(quick: bool) -> dict`` is called
-through it (``python -m bench --child MODULE``); one that does not is run through its command line
-(``python -m bench.<name> ... --out FILE``) with the arguments :data:`CLI_ARGS` gives it. Modules are
-inspected without being imported, so a benchmark whose optional dependencies are missing fails alone.
+A benchmark is a module ``bench/<name>_bench.py`` or one of :data:`EXTRA_MODULES`. One that defines
+``run(quick: bool) -> dict`` is called through it (``python -m bench --child MODULE``); one that does not is
+run through its command line (``python -m bench.<name> ... --out FILE``) with the arguments :data:`CLI_ARGS`
+gives it. Modules are inspected without being imported, so a benchmark whose optional dependencies are
+missing fails alone.
 Every subprocess gets :data:`~bench.report.ONE_CORE_ENV`; its output goes to ``DIR/logs/<name>.log``.
 
 The report is ``DIR/latest.json`` (every result in full, plus the machine) and ``DIR/latest.md`` (a table
@@ -53,11 +54,17 @@ class Benchmark:
     entry: Literal["run", "cli"]
 
 
+EXTRA_MODULES = ("soak",)
+"""Benchmarks not named ``*_bench.py``: the soak, a bounded load test (``python -m bench.soak`` for the full form)."""
+
+
 def discover(folder: Path = BENCH_DIR, package: str = "bench") -> list[Benchmark]:
-    """The ``*_bench.py`` modules of ``folder``, sorted by name, each with how it is to be started."""
+    """The ``*_bench.py`` modules of ``folder`` and :data:`EXTRA_MODULES`, sorted by name, each with how it is
+    to be started."""
+    extra = [path for name in EXTRA_MODULES if (path := folder / f"{name}.py").is_file()]
     return [
         Benchmark(path.stem, f"{package}.{path.stem}", "run" if _defines_run(path) else "cli")
-        for path in sorted(folder.glob("*_bench.py"))
+        for path in sorted([*folder.glob("*_bench.py"), *extra])
     ]
 
 

@@ -21,6 +21,10 @@ from ragu.host import ServiceHost
 logger = logging.getLogger(__name__)
 
 SERVICES: dict[str, Callable[..., Litestar]] = {"chonkit": create_chonkit, "kappi": create_kappi}
+KEEP_ALIVE_SECONDS = 75
+"""How long an idle keep-alive connection stays open: longer than common clients and proxies keep theirs
+(httpx 5 s, aiohttp 15 s, load balancers 60 s), so the client closes first. uvicorn's default (5 s) equals
+httpx's, and a loop stalled across that moment closed connections with a request already on them (the soak)."""
 
 
 def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Litestar:
@@ -53,7 +57,15 @@ def serve(settings: Settings, services: Sequence[str]) -> None:
         if len(services) > 1:
             where += f"; console at http://{settings.host}:{settings.port}/"
         logger.info("serving %s", where)
-        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False, lifespan="on")
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        )
     except (Stopped, KeyboardInterrupt):
         logger.info("stopped")
     finally:

@@ -8,6 +8,7 @@ from uuid import UUID
 
 import msgspec
 from litestar import Controller, delete, get, patch, post
+from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -114,9 +115,10 @@ class ChatController(Controller):
     ) -> ServerSentEvent:
         """Events: ``sources`` (the citations), ``token`` (answer text, in order), then ``done`` (message id,
         usage, timings: embed, search, llm, total) — or ``error`` with a code. Closing the connection stops
-        the LLM call."""
+        the LLM call; the answer is saved as ``cancelled`` then, even if the stream had not begun."""
         prepared = await _prepare(state, chat_id, data.content, principal)
-        return ServerSentEvent(_stream(_answerer(state), prepared))
+        answer = _AnswerStream(_answerer(state), prepared)
+        return ServerSentEvent(answer.events(), background=BackgroundTask(answer.settle))
 
 
 async def _prepare(state: State, chat_id: UUID, content: str, principal: Principal) -> Prepared:
@@ -132,9 +134,24 @@ def _answerer(state: State) -> Answerer:
     return Answerer(state.db, state.retriever, state.llms)
 
 
-async def _stream(answerer: Answerer, prepared: Prepared) -> AsyncIterator[ServerSentEventMessage]:
-    async for event in answerer.events(prepared):
-        yield ServerSentEventMessage(event=event.event, data=msgspec.json.encode(event.data).decode())
+class _AnswerStream:
+    """One streamed answer. A client that leaves before streaming begins cancels the response before
+    :meth:`events` ever runs, so nothing would save the answer; :meth:`settle` runs after the response and
+    saves it as cancelled then (found by the soak, ``bench/soak.py``)."""
+
+    def __init__(self, answerer: Answerer, prepared: Prepared) -> None:
+        self.answerer = answerer
+        self.prepared = prepared
+        self.started = False
+
+    async def events(self) -> AsyncIterator[ServerSentEventMessage]:
+        self.started = True
+        async for event in self.answerer.events(self.prepared):
+            yield ServerSentEventMessage(event=event.event, data=msgspec.json.encode(event.data).decode())
+
+    async def settle(self) -> None:
+        if not self.started:
+            await self.answerer.save_unstarted(self.prepared)
 
 
 def _user_view(agent: Agent) -> UserAgent:

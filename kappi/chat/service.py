@@ -253,6 +253,21 @@ class Answerer:
             timings=msgspec.convert(done["timings"], Timings),
         )
 
+    async def save_unstarted(self, prepared: Prepared) -> None:
+        """Save the answer to a question whose stream never began (its client left first) as ``cancelled``:
+        :meth:`events` saves every answer it starts, and no question is left in the history without one."""
+        timings = Timings(embed_ms=0.0, search_ms=0.0, llm_ms=0.0, total_ms=0.0)
+        await self._save(
+            prepared,
+            uuid.uuid4(),
+            content="",
+            status="cancelled",
+            citations=[],
+            usage=Usage(),
+            timings=timings,
+            error_code="client_disconnected",
+        )
+
     async def _save(
         self,
         prepared: Prepared,
