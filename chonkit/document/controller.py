@@ -29,12 +29,16 @@ from chonkit.document.models import (
 )
 from chonkit.document.repository import DocumentRepository
 from chonkit.document.service import DocumentService, IncomingFile
-from chonkit.document.storage import BlobStore
+from common.db import Database
 from common.db.database import Connection
 from common.http.problems import problem
 
 
 async def provide_document_service(state: State, conn: NamedDependency[Connection]) -> DocumentService:
+    return _service(state, conn)
+
+
+def _service(state: State, conn: Connection) -> DocumentService:
     return DocumentService(
         DocumentRepository(conn),
         state.blobs,
@@ -118,8 +122,7 @@ class DocumentController(Controller):
         """Removes its vectors from every collection and the row now, and the stored original once the
         deletion has committed."""
         document = await documents.delete(document_id)
-        blobs: BlobStore = state.blobs
-        return Response(None, status_code=204, background=BackgroundTask(blobs.delete, document.sha256))
+        return Response(None, status_code=204, background=BackgroundTask(_remove_unused_blob, state, document.sha256))
 
     @get("/{document_id:uuid}/config", summary="The saved parse and chunk config")
     async def get_config(
@@ -155,3 +158,10 @@ class DocumentController(Controller):
         """Chunks with token counts (the embedding model's tokenizer) and positions, for unsaved configs,
         so an admin can tune sizes before embedding. Chunks over the model's limit are listed in ``oversized``."""
         return await documents.preview_chunks(document_id, data)
+
+
+async def _remove_unused_blob(state: State, digest: str) -> None:
+    """The deletion's own transaction has committed by now; this one checks nobody uploaded the bytes again."""
+    db: Database = state.db
+    async with db.transaction() as conn:
+        await _service(state, conn).remove_unused_blob(digest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
@@ -121,6 +122,17 @@ class DocumentRepository:
             chunk_config,
         )
         return status.endswith(" 1")
+
+    async def lock_blobs(self, digests: Iterable[str]) -> None:
+        """Until this transaction ends, no other upload or blob removal of these digests runs. Taken in digest
+        order, so two uploads of the same files in different orders cannot deadlock."""
+        for digest in sorted(set(digests)):
+            await self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "chonkit.blob:" + digest)
+
+    async def digest_in_use(self, digest: str) -> bool:
+        query = "SELECT EXISTS (SELECT 1 FROM chonkit.documents WHERE sha256 = $1)"
+        used: bool = await self.conn.fetchval(query, digest)
+        return used
 
     async def all_digests(self) -> set[str]:
         return {r["sha256"] for r in await self.conn.fetch("SELECT sha256 FROM chonkit.documents")}

@@ -106,6 +106,8 @@ class DocumentService:
         """Per-file results in request order: created, duplicate (same bytes as a stored document) or rejected."""
         if not files:
             raise InvalidInput("Send at least one file in the multipart field 'files'.", code="no_files")
+        # A blob removal left behind by a deletion must not take the original of a document uploaded again now.
+        await self.repo.lock_blobs(sha256_hex(incoming.data) for incoming in files)
         results = []
         for incoming in files:
             try:
@@ -183,6 +185,15 @@ class DocumentService:
         if document is None:
             raise NotFound(f"No document {document_id}.", code="document_not_found")
         return document
+
+    async def remove_unused_blob(self, digest: str) -> bool:
+        """After a deletion commits: remove the original unless a document uses it again (uploaded meanwhile).
+        The digest's lock orders this against uploads of the same bytes; returns whether it was removed."""
+        await self.repo.lock_blobs([digest])
+        if await self.repo.digest_in_use(digest):
+            return False
+        await asyncio.to_thread(self.blobs.delete, digest)
+        return True
 
     async def content_path(self, document_id: UUID) -> tuple[Document, Path]:
         document = await self.get(document_id)

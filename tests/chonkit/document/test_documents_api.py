@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import httpx
 import msgspec
@@ -13,6 +14,7 @@ import pytest
 from litestar import Litestar
 
 from chonkit.app import create_app
+from chonkit.document.controller import provide_document_service
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import PoolDatabase, SingleConnectionDatabase
@@ -325,6 +327,34 @@ async def test_hundred_concurrent_identical_uploads_store_one_document(
                 )
             assert len(stored_blobs(settings)) == 1
             await client.delete(f"/documents/{ids.pop()}")
+    finally:
+        await database.close()
+
+
+async def test_a_blob_removal_left_by_a_delete_spares_bytes_uploaded_again_meanwhile(
+    settings: Settings, database_url: str, clients: SharedClients, app_client: AppClient
+) -> None:
+    """A deletion removes the original after its commit, in a background task; the same bytes uploaded in
+    between make a new document whose original that removal must leave alone (found by the soak)."""
+    data = pdf(["Deleted, then uploaded again."])
+    database = await PoolDatabase.connect(database_url, min_size=1, max_size=4)
+    app: Litestar = create_app(settings, database=database, clients=clients, worker=False)
+    try:
+        async with app_client(app) as client:
+            client.headers.update(bearer(settings))
+            first = (await upload(client, ("again.pdf", data))).json()["results"][0]["document"]
+            async with database.transaction() as conn:  # the deletion, its blob removal not run yet
+                await (await provide_document_service(app.state, conn)).delete(msgspec.convert(first["id"], UUID))
+            second = (await upload(client, ("again.pdf", data))).json()["results"][0]
+            assert second["status"] == "created"
+
+            async with database.transaction() as conn:  # now the removal the deletion left behind
+                removed = await (await provide_document_service(app.state, conn)).remove_unused_blob(first["sha256"])
+
+            assert removed is False
+            assert (await client.get(f"/documents/{second['document']['id']}/content")).content == data
+            assert (await client.delete(f"/documents/{second['document']['id']}")).status_code == 204
+            assert stored_blobs(settings) == []  # with nobody left using it, the original goes
     finally:
         await database.close()
 
