@@ -4,11 +4,12 @@ Run from the repository root::
 
     python -m bench.kappi_bench [--quick] [--duration 20] [--no-profile] [--out result.json]
 
-Each request is ``POST /agents/{id}/query`` ``{"content": ...}``: JWT verification, the agent's visibility
-and assignments (one transaction, three queries), the collections' identity records (``IdentityReader``, 0.5 s
-cache) and the access verdicts, the query vector (``QueryVectors`` LRU, else the local embedder), one pgvector
-HNSW search per readable collection with the ``groups`` payload filter, context assembly and the offline
-``extractive`` LLM, answered as JSON with citations and timings.
+Each request is ``POST /agents/{id}/query`` ``{"content": ...}``: JWT verification (a verified token is
+remembered, its times re-checked), the agent with its assignments (``AgentCache``, 0.5 s) and its visibility,
+the collections' identity records (``IdentityReader``, 0.5 s cache) and the access verdicts, the query vector
+(``QueryVectors`` LRU, else the local embedder), the readable collections' pgvector HNSW searches with the
+``groups`` payload filter (one ``UNION ALL`` statement), context assembly and the offline ``extractive``
+LLM, answered as JSON with citations and timings.
 
 **Setup** (not timed): an embedded PostgreSQL 18 + pgvector in a temporary folder, migrated; SciFact documents
 (title, blank line, abstract) parsed and chunked by chonkit (``fixed``, 128 tokens, 16 overlap, so the corpus
@@ -758,7 +759,7 @@ PROFILE_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("request parsing (uvicorn/h11 data_received)", ("H11Protocol.data_received", "HttpToolsProtocol.data_received")),
     ("JWT verification (guard)", ("Authenticator.authenticate",)),
-    ("agent visibility + assignments (transaction, 3 queries)", ("ChatService.prepare_stateless", "PoolDatabase.")),
+    ("agent + assignments (AgentCache; a transaction when stale)", ("AgentCache.get",)),
     ("identities + access verdicts", ("Retriever.verdicts",)),
     ("query vector (cache or embedder)", ("QueryVectors.get",)),
     ("vector searches (adapter + asyncpg)", ("Retriever._search",)),
@@ -766,7 +767,7 @@ PROFILE_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("extractive LLM", ("ExtractiveProvider.stream",)),
     ("citations", ("_citations",)),
     ("response encoding + sending", ("HTTPRouteHandler.to_response", "ASGIResponse.__call__")),
-    ("asyncpg pool release (RESET ALL)", ("Pool.release", "PoolConnectionHolder.release")),
+    ("asyncpg pool release", ("Pool.release", "PoolConnectionHolder.release")),
 )
 """Stages of a request, each a set of function names; a sample counts for every stage on its stack."""
 

@@ -49,7 +49,8 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
-    """One stream event: ``sources``, ``token``, ``done`` or ``error``."""
+    """One stream event: ``sources``, ``token``, ``done`` or ``error``; its data holds our Structs as they
+    are (the SSE encoder takes them; :meth:`Answerer.query` reads them back without a round trip)."""
 
     event: str
     data: dict[str, Any]
@@ -162,7 +163,7 @@ class Answerer:
         try:
             retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
             citations = _citations(retrieval)
-            yield Event(event="sources", data={"citations": msgspec.to_builtins(citations)})
+            yield Event(event="sources", data={"citations": citations})
             request = _llm_request(prepared, retrieval)
             llm_started = time.perf_counter()
             # aclosing: a client that goes away stops the upstream LLM call now, not at garbage collection.
@@ -218,8 +219,8 @@ class Answerer:
                 event="done",
                 data={
                     "message_id": None if saved is None else str(saved.id),
-                    "usage": msgspec.to_builtins(usage),
-                    "timings": msgspec.to_builtins(timings),
+                    "usage": usage,
+                    "timings": timings,
                     "sources_used": len(citations),
                 },
             )
@@ -243,15 +244,10 @@ class Answerer:
             if event.event == "token":
                 text.append(event.data["text"])
             elif event.event == "sources":
-                citations = msgspec.convert(event.data["citations"], list[Citation])
+                citations = event.data["citations"]
             elif event.event == "done":
                 done = event.data
-        return QueryAnswer(
-            answer="".join(text),
-            citations=citations,
-            usage=msgspec.convert(done["usage"], Usage),
-            timings=msgspec.convert(done["timings"], Timings),
-        )
+        return QueryAnswer(answer="".join(text), citations=citations, usage=done["usage"], timings=done["timings"])
 
     async def save_unstarted(self, prepared: Prepared) -> None:
         """Save the answer to a question whose stream never began (its client left first) as ``cancelled``:
