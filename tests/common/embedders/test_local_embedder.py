@@ -48,6 +48,15 @@ async def test_same_input_gives_identical_vectors(minilm: LocalEmbedder) -> None
     np.testing.assert_array_equal(first, second)
 
 
+async def test_every_load_gives_the_same_vectors(minilm: LocalEmbedder) -> None:
+    # The int8 graph is built at load from a calibration run; a second embedder must build the same one.
+    fresh = LocalEmbedder()
+    try:
+        np.testing.assert_array_equal(await fresh.embed_documents(SENTENCES), await minilm.embed_documents(SENTENCES))
+    finally:
+        await fresh.aclose()
+
+
 async def test_query_equals_single_document_for_a_symmetric_model(minilm: LocalEmbedder) -> None:
     query = await minilm.embed_query("how do vaccines train the immune system?")
     document = await minilm.embed_documents(["how do vaccines train the immune system?"])
@@ -70,8 +79,8 @@ async def test_paraphrase_ranks_above_unrelated_sentence(minilm: LocalEmbedder) 
 async def test_agrees_with_sentence_transformers(minilm: LocalEmbedder, item: dict[str, object]) -> None:
     expected = np.asarray(item["vector"], dtype=np.float32)
     ours = await minilm.embed_query(str(item["text"]))
-    # The packaged weights are stored as int8 (the arithmetic is float32). Measured on these texts: 0.9994 to
-    # 0.9996, and 0.9963 for the empty string, whose [CLS] [SEP] alone magnifies the rounding.
+    # The packaged weights are stored as int8 and the feed-forward arithmetic is int8. Measured on these texts:
+    # 0.9989 to 0.9991, and 0.9960 for the empty string, whose [CLS] [SEP] alone magnifies the rounding.
     assert float(ours @ expected) / float(np.linalg.norm(expected)) >= 0.995
 
 
@@ -81,8 +90,9 @@ MIXED_LENGTHS = [LONG, "short", "a medium length sentence about rivers and bridg
 async def test_length_sorted_batches_come_back_in_input_order(minilm_batched: LocalEmbedder) -> None:
     together = await minilm_batched.embed_documents(MIXED_LENGTHS)
     alone = np.stack([await minilm_batched.embed_query(text) for text in MIXED_LENGTHS])
-    # Padding to a batch's longest changes float summation order only, never which row is which.
-    np.testing.assert_allclose(together, alone, atol=1e-5)
+    # int8 activations are scaled per batch, so padded neighbours move a vector slightly (measured: cosine
+    # 0.996 for the empty text beside the long one), never which row is which.
+    assert float(np.min(np.sum(together * alone, axis=1))) >= 0.99
     assert (np.argmax(together @ alone.T, axis=1) == np.arange(len(MIXED_LENGTHS))).all()
 
 
