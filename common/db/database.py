@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import asyncpg
@@ -33,6 +33,9 @@ _CONNECTION_LOST = (
     asyncpg.exceptions.AdminShutdownError,  # pg_ctl stop (fast) ends every session
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.CannotConnectNowError,  # starting up or shutting down
+    # A statement sent while the reply to the last one (the server's FATAL before it went away) is still being
+    # consumed: "cannot switch to state …; another operation is in progress". The session is gone either way.
+    asyncpg.exceptions.InternalClientError,
 )
 
 _json_encoder = msgspec.json.Encoder()
@@ -133,7 +136,9 @@ async def _transaction(conn: Connection) -> AsyncIterator[None]:
             yield
         except BaseException:
             if not _dropped(conn):
-                await tx.rollback()
+                # A session the server is ending may fail the rollback too; the pool discards such a connection.
+                with suppress(asyncpg.InterfaceError, *_CONNECTION_LOST):
+                    await tx.rollback()
             raise
         await tx.commit()
     except asyncpg.InterfaceError as exc:

@@ -8,9 +8,9 @@ import pytest
 from common.config import load_settings
 from common.db import SingleConnectionDatabase, resolve_database_url
 from common.db import migrate as migrations
-from common.db.database import Connection
+from common.db.database import Connection, translate_db_errors
 from common.db.embedded import ensure_database, with_database
-from common.errors import Conflict
+from common.errors import Conflict, Unavailable
 
 
 async def _schemas(url: str) -> set[str]:
@@ -93,3 +93,12 @@ async def test_unique_violation_becomes_conflict(db: SingleConnectionDatabase, c
 
 async def test_jsonb_round_trips_through_msgspec(conn: Connection) -> None:
     assert await conn.fetchval("SELECT $1::jsonb", {"a": [1, "x"]}) == {"a": [1, "x"]}
+
+
+def test_a_session_stuck_mid_reply_is_database_unavailable() -> None:
+    """What asyncpg raises when a statement follows one whose reply (the server's FATAL on shutdown) is still
+    being consumed: the fault suite saw it as a 500 while PostgreSQL stopped."""
+    stuck = asyncpg.exceptions.InternalClientError("cannot switch to state 12; another operation (2) is in progress")
+    with pytest.raises(Unavailable) as raised, translate_db_errors():
+        raise stuck
+    assert (raised.value.status, raised.value.code) == (503, "database_unavailable")
