@@ -93,7 +93,8 @@ class EmbeddingWorker:
         self._wake.set()
 
     async def run(self, stop: asyncio.Event, *, idle_seconds: float = 1.0) -> None:
-        """Work until ``stop`` is set; a lost database or vector store is waited out, never fatal."""
+        """Work until ``stop`` is set; a lost database or vector store is waited out, and an unexpected error
+        is logged and retried the same way: a worker that stopped would leave every job queued unseen."""
         backoff = idle_seconds
         while not stop.is_set():
             try:
@@ -101,6 +102,9 @@ class EmbeddingWorker:
                 backoff = idle_seconds
             except Unavailable as exc:
                 logger.warning("worker waiting for a dependency: %s", exc.detail)
+                worked, backoff = False, min(backoff * 2, 30.0)
+            except Exception:
+                logger.exception("worker loop failed; retrying")
                 worked, backoff = False, min(backoff * 2, 30.0)
             if not worked:
                 self._wake.clear()
