@@ -39,17 +39,20 @@ class VectorRegistry:
 
 
 async def open_vector_registry(settings: Settings) -> VectorRegistry:
-    """pgvector on the Ragu database (its own small pool), Qdrant (server or local mode), and Weaviate
-    when a URL is configured. Requires ``settings.database_url`` to be resolved."""
+    """pgvector on the Ragu database (its own small pool; searched in memory where it can be), Qdrant (server
+    or local mode), and Weaviate when a URL is configured. Requires ``settings.database_url`` to be resolved."""
     from qdrant_client import AsyncQdrantClient
 
-    from common.vectors.pgvector import PgVectorStore, open_pool
+    from common.vectors.pgvector import open_pool
     from common.vectors.qdrant import QdrantStore
+    from common.vectors.resident import ResidentPgVectorStore
 
     if not settings.database_url:
         raise RuntimeError("database_url must be resolved before opening vector stores")
     pool = await open_pool(settings.database_url)
-    stores: dict[str, VectorStore] = {"pgvector": PgVectorStore(pool)}
+    pgvector = ResidentPgVectorStore(pool, settings.database_url, max_chunks=settings.resident_max_chunks)
+    await pgvector.start()
+    stores: dict[str, VectorStore] = {"pgvector": pgvector}
     if settings.qdrant_url:
         qdrant = AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key)
     else:

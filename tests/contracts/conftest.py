@@ -9,6 +9,7 @@ server, so it runs only when ``WEAVIATE_URL`` is set.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -78,6 +79,24 @@ async def pgvector_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harn
 
 
 @asynccontextmanager
+async def resident_pgvector_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    """pgvector with searches answered from in-memory copies wherever they are current (the first search of a
+    collection starts its copy; no settling delay, so later searches in a test meet the copy)."""
+    from common.vectors.resident import ResidentPgVectorStore
+
+    url: str = request.getfixturevalue("database_url")
+    async with pgvector_harness(request) as plain:
+        pool: Pool = request.getfixturevalue("pgvector_pool")
+        store = ResidentPgVectorStore(pool, url, max_chunks=20_000, settle_seconds=0)
+        await store.start()
+        try:
+            await asyncio.wait_for(store.listening.wait(), 10)
+            yield Harness(store=store, make_foreign_collection=plain.make_foreign_collection)
+        finally:
+            await store.close()
+
+
+@asynccontextmanager
 async def qdrant_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """Qdrant's local mode: the same client code as against a server, in memory."""
     from qdrant_client import AsyncQdrantClient, models
@@ -133,12 +152,14 @@ async def weaviate_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harn
 
 PROVIDERS: dict[str, ProviderFactory] = {
     "pgvector": pgvector_harness,
+    "pgvector-resident": resident_pgvector_harness,
     # ----- other providers: one entry each; the adapter module must exist for the entry to run -----
     "qdrant": qdrant_harness,
     "weaviate": weaviate_harness,
 }
 ADAPTER_MODULES = {
     "pgvector": "common.vectors.pgvector",
+    "pgvector-resident": "common.vectors.resident",
     "qdrant": "common.vectors.qdrant",
     "weaviate": "common.vectors.weaviate",
 }

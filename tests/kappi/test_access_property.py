@@ -3,14 +3,17 @@
 Hypothesis draws collection groups, agent assignments and user groups. Each property runs three
 times: with both checks, with the first check (identity groups) switched off — so the vector
 store's payload filter alone must hold — and with the payload filter switched off — so the first
-check alone must hold. Qdrant runs in its local mode in a private event loop, so the property can be
-a plain synchronous Hypothesis test.
+check alone must hold. Each runs on two stores: Qdrant in its local mode, and pgvector with the
+collections searched in this process's memory (``ResidentPgVectorStore``: each example waits until every
+collection's copy is in service, and checks afterwards that the searches were answered from it). The stores
+live in a private event loop, so the property can be a plain synchronous Hypothesis test.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime
@@ -23,10 +26,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qdrant_client import AsyncQdrantClient
 
+from common.db.database import Pool
 from common.embedders.base import EmbedderRegistry
-from common.vectors.base import VectorRecord
+from common.vectors.base import VectorRecord, VectorStore
+from common.vectors.pgvector import open_pool
 from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
+from common.vectors.resident import ResidentPgVectorStore
 from kappi.access.identities import IdentityReader
 from kappi.agent.models import Assignment
 from kappi.retrieval.service import QueryVectors, Retriever
@@ -39,17 +45,51 @@ CHUNKS_PER_COLLECTION = 3
 
 
 class World:
-    """Five collections in an in-memory Qdrant, driven from a private loop on its own thread."""
+    """Five collections in one store, driven from a private loop on its own thread."""
 
-    def __init__(self, embedders: EmbedderRegistry) -> None:
+    def __init__(self, embedders: EmbedderRegistry, provider: str, database_url: str) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.store = QdrantStore(AsyncQdrantClient(location=":memory:"))
-        self.vectors = VectorRegistry({"qdrant": self.store})
+        self.provider = provider
+        self.pool: Pool | None = None
+        self.store: VectorStore = self.run(self._open(database_url))
+        self.vectors = VectorRegistry({provider: self.store})
         self.embedders = embedders
         self.ids = {name: str(uuid.uuid4()) for name in COLLECTIONS}
         self.run(self._create())
+
+    async def _open(self, database_url: str) -> VectorStore:
+        if self.provider == "qdrant":
+            return QdrantStore(AsyncQdrantClient(location=":memory:"))
+        self.pool = await open_pool(database_url, max_size=2)
+        store = ResidentPgVectorStore(self.pool, database_url, max_chunks=1000, settle_seconds=0)
+        await store.start()
+        await asyncio.wait_for(store.listening.wait(), 10)
+        for name in COLLECTIONS:
+            await store.drop_collection(name)
+        return store
+
+    def in_memory(self) -> set[str]:
+        return set(self.store.resident()) if isinstance(self.store, ResidentPgVectorStore) else set()
+
+    def settle(self) -> None:
+        """pgvector: search until every collection's copy is in service and stays so (the change notices of
+        the last writes have arrived)."""
+        if isinstance(self.store, ResidentPgVectorStore):
+            self.run(self._settle(self.store))
+
+    async def _settle(self, store: ResidentPgVectorStore) -> None:
+        deadline = time.monotonic() + 20
+        probe = np.ones(384, dtype=np.float32)
+        while True:
+            assert time.monotonic() < deadline, "collections were never copied to memory"
+            missing = [n for n in COLLECTIONS if n not in store.resident()]
+            for name in missing:
+                await store.search(name, probe, limit=1, properties=())
+            await asyncio.sleep(0.05)
+            if not missing and all(n in store.resident() for n in COLLECTIONS):
+                return
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=60)
@@ -59,7 +99,7 @@ class World:
             collection_id=self.ids[name],
             name=name,
             model="all-MiniLM-L6-v2",
-            vectorProvider="qdrant",
+            vectorProvider=self.provider,
             embeddingProvider="local",
             groups=groups or msgspec.UNSET,
         )
@@ -91,7 +131,7 @@ class World:
         now = datetime.now(UTC)
         assignments = [
             Assignment(
-                vector_provider="qdrant",
+                vector_provider=self.provider,
                 name=name,
                 collection_id=self.ids[name],
                 top_k=CHUNKS_PER_COLLECTION,
@@ -105,15 +145,20 @@ class World:
         return [chunk.collection for chunk in retrieval.chunks]
 
     def close(self) -> None:
+        if self.pool is not None:
+            for name in COLLECTIONS:
+                self.run(self.store.drop_collection(name))
         self.run(self.store.close())
+        if self.pool is not None:
+            self.run(self.pool.close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
 
 
-@pytest.fixture(scope="module")
-def world(embedders: EmbedderRegistry) -> Iterator[World]:
-    created = World(embedders)
+@pytest.fixture(scope="module", params=["qdrant", "pgvector"])
+def world(request: pytest.FixtureRequest, embedders: EmbedderRegistry, database_url: str) -> Iterator[World]:
+    created = World(embedders, request.param, database_url)
     yield created
     created.close()
 
@@ -142,12 +187,15 @@ def test_no_chunk_from_a_collection_outside_the_users_groups(
     groups: dict[str, list[str]] = scenario["collection_groups"]
     for name, collection_groups in groups.items():
         world.run(world.store.set_groups(name, collection_groups))
+    world.settle()
     user_groups: frozenset[str] = scenario["user_groups"]
 
     found = world.retrieve(
         scenario["assigned"], user_groups, check_identity_groups=check_identity_groups, filter_chunks=filter_chunks
     )
 
+    if world.provider == "pgvector":
+        assert world.in_memory() >= set(scenario["assigned"])  # answered from the copies, not from SQL
     allowed = {n for n in scenario["assigned"] if not groups[n] or user_groups.intersection(groups[n])}
     assert set(found) <= allowed
     # and nothing allowed is lost: every allowed collection returns all its chunks

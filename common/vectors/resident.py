@@ -1,0 +1,419 @@
+"""pgvector collections searched in this process's memory, kept exact by PostgreSQL's change notices.
+
+Why: a kappi question searches three or more collections. Through PostgreSQL that costs ~2.6 ms of database
+CPU and ~0.5 ms of ours per question (``bench/kappi_bench.py``); a faiss HNSW index over the same chunks in
+this process answers the three searches in ~0.2 ms, on the server's own core, with no round trip.
+
+How the copy stays exact:
+
+- A collection is copied the first time it is searched (in the background; until then, and whenever its copy
+  is not current, the search goes to PostgreSQL exactly as :class:`PgVectorStore` does it). Only tables that
+  carry the change trigger (migration 0006) are copied, and only while the copies fit ``max_chunks``.
+- Every committed write to a collection sends ``NOTIFY ragu_vectors, '<name>'`` (the trigger, whoever the
+  writer is; ``drop_collection`` too). The notice drops the copy at once; the collection is copied again by a
+  later search once its writes have been quiet for ``settle_seconds`` (an embedding job writes in batches).
+- A copy whose load overlapped a notice is thrown away (a generation counter per collection), so no copy ever
+  predates a write whose notice has arrived. While the listening connection is down, nothing is searched in
+  memory: every copy is dropped when it goes, and loads wait until it is back.
+
+Access: the chunks' own ``groups`` are part of the copy and the SQL filter's rule applies to them unchanged
+(no ``groups`` = everyone; otherwise at least one in common), so the second access check holds here too.
+
+Answers match the SQL search: the same HNSW candidate list (``ef_search``), exact cosine distances sorted by
+(distance, id), the same ``max_distance`` cut after the limit. Whenever the copy could answer differently —
+equal distances straddling the limit, a filter that rejects only some candidates, a document filter, a query
+of another dimension — that search goes to PostgreSQL.
+"""
+
+# ruff: noqa: S608 -- SQL names only tables that passed table_of(); values are $n bind parameters.
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import asyncpg
+import numpy as np
+import numpy.typing as npt
+
+from common.db.database import Connection, Pool
+from common.errors import AppError
+from common.vectors.base import Search, SearchFilter, SearchHit, SearchResult, Vector, VectorRecord
+from common.vectors.pgvector import (
+    CHANGE_TRIGGER,
+    CHANGES_CHANNEL,
+    CHUNKS_ONLY,
+    DEFAULT_EF_SEARCH,
+    PgVectorStore,
+    is_valid_name,
+    table_of,
+)
+from schemas.models import Identity
+
+_log = logging.getLogger(__name__)
+
+FLAT_UP_TO = 1024
+"""Collections this small are searched exhaustively (exact, and as fast as HNSW at this size)."""
+HNSW_LINKS = 16
+"""pgvector's default ``m``; faiss builds with ``ef_construction`` 64 (pgvector's default)."""
+LOAD_BATCH = 2000
+"""Rows per fetch while copying: the event loop serves requests between batches."""
+PING_SECONDS = 5.0
+"""How often the listening connection proves it is alive (a silent network drop would hide notices)."""
+
+
+class ResidentPgVectorStore(PgVectorStore):
+    """:class:`PgVectorStore` whose searches run on in-memory copies of its collections when they are current.
+
+    Args:
+        pool: As for :class:`PgVectorStore`.
+        url: The database URL, for the connection that listens on :data:`CHANGES_CHANNEL`.
+        max_chunks: Most chunks held in memory over all collections (~2 KB each at 384 dimensions, plus
+            payload); 0 copies nothing.
+        settle_seconds: Quiet time after a collection's last write before it is copied again.
+    """
+
+    def __init__(self, pool: Pool, url: str, *, max_chunks: int, settle_seconds: float = 1.0) -> None:
+        super().__init__(pool)
+        self._url = url
+        self._max_chunks = max_chunks
+        self._settle_seconds = settle_seconds
+        self._copies: dict[str, _Copy] = {}
+        self._generation: dict[str, int] = {}
+        """Per collection, how many change notices have arrived: a load keeps its copy only if unchanged."""
+        self._epoch = 0
+        """Bumped whenever the listening connection comes or goes: a load across that keeps nothing."""
+        self._changed_at: dict[str, float] = {}
+        self._refused: dict[str, int] = {}
+        """Collections not to copy (too large, no trigger) until their next change notice: name → generation."""
+        self._listening = False
+        self._loading: set[str] = set()
+        self._load_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._listener: asyncio.Task[None] | None = None
+        self.listening = asyncio.Event()
+        """Set while change notices are being received (tests wait on it)."""
+
+    async def start(self) -> None:
+        """Start listening for change notices (copies are made only while listening)."""
+        if self._max_chunks > 0 and self._listener is None:
+            self._listener = asyncio.create_task(self._listen(), name="ragu-vector-notices")
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._listener, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._listener = None
+        self._drop_all()
+
+    # This process's own writes drop the copy as they return (their notice may still be on its way), so a
+    # search right after a write always sees it.
+
+    async def create_collection(self, identity: Identity, dimension: int) -> None:
+        try:
+            await super().create_collection(identity, dimension)
+        finally:
+            self._changed(identity.name)
+
+    async def write_identity(self, identity: Identity) -> None:
+        try:
+            await super().write_identity(identity)
+        finally:
+            self._changed(identity.name)
+
+    async def set_groups(self, name: str, groups: Sequence[str]) -> None:
+        try:
+            await super().set_groups(name, groups)
+        finally:
+            self._changed(name)
+
+    async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
+        try:
+            await super().upsert(name, records)
+        finally:
+            self._changed(name)
+
+    async def delete_document(self, name: str, document_id: str) -> None:
+        try:
+            await super().delete_document(name, document_id)
+        finally:
+            self._changed(name)
+
+    async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
+        try:
+            await super().delete_ids(name, ids)
+        finally:
+            self._changed(name)
+
+    async def drop_collection(self, name: str) -> None:
+        try:
+            await super().drop_collection(name)
+        finally:
+            self._changed(name)
+
+    def resident(self) -> dict[str, int]:
+        """The collections searched in memory now, with their chunk counts."""
+        return {name: copy.size for name, copy in self._copies.items()}
+
+    async def search(
+        self,
+        name: str,
+        vector: Vector,
+        *,
+        limit: int,
+        properties: Sequence[str],
+        max_distance: float | None = None,
+        where: SearchFilter | None = None,
+    ) -> list[SearchHit]:
+        wanted = Search(
+            name=name, vector=vector, limit=limit, properties=properties, max_distance=max_distance, where=where
+        )
+        hits = self._search_copy(wanted)
+        if hits is not None:
+            return hits
+        return await super().search(
+            name, vector, limit=limit, properties=properties, max_distance=max_distance, where=where
+        )
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        results: list[SearchResult | None] = [self._search_copy(search) for search in searches]
+        rest = [n for n, result in enumerate(results) if result is None]
+        if rest:
+            for n, result in zip(rest, await super().search_many([searches[n] for n in rest]), strict=True):
+                results[n] = result
+        return [r if r is not None else [] for r in results]
+
+    def _search_copy(self, search: Search) -> list[SearchHit] | None:
+        """The copy's answer, or ``None``: ask PostgreSQL (and start copying the collection if it may be)."""
+        copy = self._copies.get(search.name)
+        if copy is None:
+            self._consider_loading(search.name)
+            return None
+        return copy.search(search)
+
+    def _consider_loading(self, name: str) -> None:
+        if not self._listening or name in self._loading or not is_valid_name(name):
+            return
+        generation = self._generation.get(name, 0)
+        if self._refused.get(name) == generation:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._changed_at.get(name, -self._settle_seconds) < self._settle_seconds:
+            return
+        self._loading.add(name)
+        task = loop.create_task(self._load(name), name=f"ragu-copy-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _load(self, name: str) -> None:
+        try:
+            async with self._load_lock:
+                generation, epoch = self._generation.get(name, 0), self._epoch
+                budget = self._max_chunks - sum(c.size for c in self._copies.values())
+                rows = await self._rows(name, budget)
+                copy = None if rows is None else await asyncio.to_thread(_Copy.build, rows)
+                if generation != self._generation.get(name, 0) or epoch != self._epoch or not self._listening:
+                    return  # a write (or a gap in the notices) overlapped the load: the next search tries again
+                if copy is None:
+                    self._refused[name] = generation
+                else:
+                    self._copies[name] = copy
+                    _log.info("collection %s searched in memory: %d chunks", name, copy.size)
+        except (AppError, asyncpg.PostgresError, OSError) as exc:
+            _log.info("collection %s not copied to memory: %s", name, exc)
+            self._changed_at[name] = asyncio.get_running_loop().time()  # wait before trying again
+        except Exception:  # a bug here must never cost a search: PostgreSQL keeps answering
+            _log.exception("collection %s not copied to memory", name)
+            self._refused[name] = self._generation.get(name, 0)
+        finally:
+            self._loading.discard(name)
+
+    async def _rows(self, name: str, budget: int) -> list[tuple[str, npt.NDArray[np.float32], dict[str, Any]]] | None:
+        """The collection's chunks in one snapshot, or ``None`` when it must not be copied."""
+        table = table_of(name)
+        async with self._connection(name) as conn, conn.transaction(readonly=True):
+            if not await _has_change_trigger(conn, table):
+                return None  # made by something else than Ragu: its writes would not be announced
+            rows: list[tuple[str, npt.NDArray[np.float32], dict[str, Any]]] = []
+            statement = f"SELECT id, embedding, payload FROM {table} WHERE {CHUNKS_ONLY}"
+            async for row in conn.cursor(statement, prefetch=LOAD_BATCH):
+                if len(rows) >= budget:
+                    return None
+                rows.append((str(row["id"]), row["embedding"].to_numpy(), row["payload"]))
+        return rows
+
+    def _on_notice(self, _conn: Connection, _pid: int, _channel: str, name: object) -> None:
+        self._changed(str(name))
+
+    def _changed(self, name: str) -> None:
+        self._generation[name] = self._generation.get(name, 0) + 1
+        self._changed_at[name] = asyncio.get_running_loop().time()
+        self._copies.pop(name, None)
+        self._refused.pop(name, None)
+
+    def _drop_all(self) -> None:
+        self._listening = False
+        self.listening.clear()
+        self._epoch += 1
+        self._copies.clear()
+
+    async def _listen(self) -> None:
+        """Hold a connection that LISTENs; reconnect after any loss, searching PostgreSQL meanwhile."""
+        delay = 0.5
+        while True:
+            conn: Connection | None = None
+            try:
+                conn = await asyncpg.connect(self._url)
+                lost = asyncio.Event()
+                conn.add_termination_listener(_setter(lost))
+                await conn.add_listener(CHANGES_CHANNEL, self._on_notice)
+                self._epoch += 1
+                self._listening = True
+                self.listening.set()
+                delay = 0.5
+                while not lost.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(lost.wait(), PING_SECONDS)
+                    if not lost.is_set():
+                        await asyncio.wait_for(conn.execute("SELECT 1"), PING_SECONDS)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                _log.info("not listening for vector changes (%s); searching PostgreSQL until back", exc)
+            finally:
+                self._drop_all()
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), 1.0)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def _setter(event: asyncio.Event) -> Callable[[object], None]:
+    return lambda _: event.set()
+
+
+async def _has_change_trigger(conn: Connection, table: str) -> bool:
+    found: bool = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2 AND tgenabled <> 'D')",
+        table,
+        CHANGE_TRIGGER,
+    )
+    return found
+
+
+class _Copy:
+    """One collection's chunks: ids, payloads, the chunks' own groups, and a faiss index over unit vectors."""
+
+    def __init__(
+        self,
+        index: Any,
+        ids: list[str],
+        payloads: list[dict[str, Any]],
+        groups: list[frozenset[str] | None],
+        dimension: int,
+    ) -> None:
+        self.index = index
+        self.ids = ids
+        self.payloads = payloads
+        self.groups = groups
+        self.dimension = dimension
+        self.size = len(ids)
+        first = groups[0] if groups else None
+        self.uniform = all(g == first for g in groups)
+        """Every chunk carries the same groups (the normal case): the access filter is one check."""
+
+    @classmethod
+    def build(cls, rows: Sequence[tuple[str, npt.NDArray[np.float32], dict[str, Any]]]) -> _Copy | None:
+        """``None`` for what the copy cannot answer like SQL: zero vectors, odd ``groups`` values, no chunks."""
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+        if not rows:
+            return None
+        vectors = np.stack([vector for _, vector, _ in rows]).astype(np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+            return None  # pgvector's cosine distance is NaN there; leave such collections to it
+        vectors /= norms
+        groups = [_chunk_groups(payload) for _, _, payload in rows]
+        usable = [g for g in groups if g is None or isinstance(g, frozenset)]
+        if len(usable) < len(groups):
+            return None
+        dimension = vectors.shape[1]
+        index: Any
+        if len(rows) <= FLAT_UP_TO:
+            index = faiss.IndexFlatIP(dimension)
+        else:
+            index = faiss.IndexHNSWFlat(dimension, HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = 64
+        index.add(vectors)
+        return cls(
+            index,
+            [id_ for id_, _, _ in rows],
+            [payload for _, _, payload in rows],
+            usable,
+            dimension,
+        )
+
+    def search(self, search: Search) -> list[SearchHit] | None:  # noqa: PLR0911 -- each return is a rule
+        """Hits as :meth:`PgVectorStore.search` returns them, or ``None`` when only SQL can say."""
+        where = search.where
+        if where is not None and where.document_ids is not None:
+            return None
+        readable = None if where is None else where.readable_by
+        if search.limit < 1 or (self.uniform and not _allowed(self.groups[0], readable)):
+            return []
+        query = np.asarray(search.vector, dtype=np.float32)
+        if query.shape != (self.dimension,):
+            return None  # PostgreSQL refuses it with the store's own error
+        norm = float(np.linalg.norm(query))
+        if not np.isfinite(norm) or norm == 0:
+            return None
+        fetch = min(self.size, search.limit + 1)
+        if hasattr(self.index, "hnsw"):
+            self.index.hnsw.efSearch = max(DEFAULT_EF_SEARCH, 2 * fetch)
+        similarities, labels = self.index.search((query / norm)[None, :], fetch)
+        found: list[tuple[float, str, int]] = []
+        for similarity, label in zip(similarities[0].tolist(), labels[0].tolist(), strict=True):
+            if label < 0:
+                break
+            if not self.uniform and not _allowed(self.groups[label], readable):
+                return None  # a filter that rejects some neighbours: PostgreSQL's iterative scan finds more
+            found.append((1.0 - similarity, self.ids[label], label))
+        found.sort()
+        if len(found) == fetch > search.limit and found[search.limit][0] == found[search.limit - 1][0]:
+            return None  # equal distances straddle the limit: SQL breaks the tie over every tied chunk
+        kept = found[: search.limit]
+        if search.max_distance is not None:
+            kept = [hit for hit in kept if hit[0] <= search.max_distance]
+        properties = search.properties
+        hits = []
+        for distance, id_, label in kept:
+            payload = self.payloads[label]
+            hits.append(
+                SearchHit(
+                    id=id_,
+                    score=1.0 - distance,
+                    distance=distance,
+                    payload={key: payload[key] for key in properties if key in payload},
+                )
+            )
+        return hits
+
+
+def _chunk_groups(payload: dict[str, Any]) -> frozenset[str] | bool | None:
+    """A chunk's ``groups`` for the access rule; ``False`` for a value the SQL filter would read otherwise."""
+    if "groups" not in payload:
+        return None
+    groups = payload["groups"]  # an explicit null is no group at all to SQL, unlike a missing property
+    if isinstance(groups, list) and all(isinstance(g, str) for g in groups):
+        return frozenset(groups)
+    return False
+
+
+def _allowed(groups: frozenset[str] | None, readable: frozenset[str] | None) -> bool:
+    """The SQL filter's rule: no filter, or no groups on the chunk, or at least one group in common."""
+    return readable is None or groups is None or not groups.isdisjoint(readable)

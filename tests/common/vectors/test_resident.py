@@ -1,0 +1,319 @@
+"""pgvector collections searched in memory (``common.vectors.resident``) answer as PostgreSQL does, and a write
+from any process — this one, another pool, plain SQL — takes the copy out of service before it could mislead.
+
+``writer`` is a plain :class:`PgVectorStore` on a pool of its own: another process (chonkit) as far as
+PostgreSQL can tell. Every comparison is against the SQL search or an exact brute-force one, on the real server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import numpy as np
+import pytest
+
+from common.db import migrate as migrations
+from common.db.database import Pool, init_connection
+from common.db.embedded import ensure_database, with_database
+from common.vectors import SearchFilter, VectorRecord
+from common.vectors.base import Search
+from common.vectors.pgvector import PgVectorStore, open_pool
+from common.vectors.resident import FLAT_UP_TO, ResidentPgVectorStore
+from schemas.models import Identity
+
+DIM = 24
+PROPERTIES = ("content", "document_id", "chunk_index", "groups")
+
+
+@pytest.fixture(scope="module")
+async def writer_pool(database_url: str) -> AsyncIterator[Pool]:
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2, init=init_connection)
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture
+async def writer(writer_pool: Pool) -> AsyncIterator[PgVectorStore]:
+    store = PgVectorStore(writer_pool)
+    yield store
+    async with writer_pool.acquire() as conn:
+        for row in await conn.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'vectors' AND tablename LIKE 'Res_%'"
+        ):
+            await conn.execute(f'DROP TABLE vectors."{row["tablename"]}"')
+
+
+@pytest.fixture
+async def resident(database_url: str) -> AsyncIterator[ResidentPgVectorStore]:
+    pool = await open_pool(database_url, max_size=3)
+    store = ResidentPgVectorStore(pool, database_url, max_chunks=50_000, settle_seconds=0)
+    await store.start()
+    await asyncio.wait_for(store.listening.wait(), 10)
+    yield store
+    await store.close()
+    await pool.close()
+
+
+def new_identity(groups: list[str] | None = None) -> Identity:
+    identity = Identity(
+        collection_id=str(uuid.uuid4()),
+        name=f"Res_{uuid.uuid4().hex[:8]}",
+        model="m",
+        vectorProvider="pgvector",
+        embeddingProvider="e",
+    )
+    return identity if groups is None else Identity(**{**identity.to_dict(), "groups": groups})
+
+
+def records(vectors: np.ndarray, *, groups: list[str] | None, first: int = 0) -> list[VectorRecord]:
+    out = []
+    for n, vector in enumerate(vectors, start=first):
+        payload: dict[str, object] = {"content": f"chunk {n}", "document_id": f"doc-{n % 7}", "chunk_index": n}
+        if groups is not None:
+            payload["groups"] = groups
+        out.append(VectorRecord(id=str(uuid.UUID(int=n + 1)), vector=vector, payload=payload))
+    return out
+
+
+async def collection(
+    writer: PgVectorStore, count: int, *, seed: int, groups: list[str] | None = None
+) -> tuple[Identity, np.ndarray]:
+    identity = new_identity(groups)
+    await writer.create_collection(identity, DIM)
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
+    for start in range(0, count, 500):
+        await writer.upsert(identity.name, records(vectors[start : start + 500], groups=groups, first=start))
+    return identity, vectors
+
+
+async def until_resident(store: ResidentPgVectorStore, name: str, query: np.ndarray) -> None:
+    """Search until the copy is in service (the first search starts the load)."""
+    deadline = time.monotonic() + 20
+    while name not in store.resident():
+        assert time.monotonic() < deadline, f"{name} was never copied"
+        await store.search(name, query, limit=1, properties=())
+        await asyncio.sleep(0.02)
+
+
+async def until_not_resident(store: ResidentPgVectorStore, name: str) -> float:
+    started = time.perf_counter()
+    while name in store.resident():
+        assert time.perf_counter() - started < 5, f"{name} stayed in memory after a write"
+        await asyncio.sleep(0.001)
+    return time.perf_counter() - started
+
+
+def exact_ids(vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    order = np.argsort(-(unit @ (query / np.linalg.norm(query))), kind="stable")[:k]
+    return [str(uuid.UUID(int=int(n) + 1)) for n in order]
+
+
+@pytest.mark.parametrize("count", [300, FLAT_UP_TO * 3], ids=["exhaustive", "hnsw"])
+async def test_the_copy_answers_like_postgres(
+    resident: ResidentPgVectorStore, writer: PgVectorStore, count: int
+) -> None:
+    identity, vectors = await collection(writer, count, seed=count, groups=["staff"])
+    queries = np.random.default_rng(1).standard_normal((60, DIM)).astype(np.float32)
+    await until_resident(resident, identity.name, queries[0])
+    where = SearchFilter(readable_by=frozenset({"staff", "other"}))
+    recall_ours, recall_sql = [], []
+    for query in queries:
+        ours = await resident.search(identity.name, query, limit=8, properties=PROPERTIES, where=where)
+        sql = await writer.search(identity.name, query, limit=8, properties=PROPERTIES, where=where)
+        truth = set(exact_ids(vectors, query, 8))
+        recall_ours.append(len(truth & {h.id for h in ours}) / 8)
+        recall_sql.append(len(truth & {h.id for h in sql}) / 8)
+        by_id = {h.id: h for h in sql}
+        assert [h.distance for h in ours] == sorted(h.distance for h in ours)
+        for hit in ours:
+            assert hit.payload == {"content": hit.payload["content"], **hit.payload}
+            assert hit.payload["groups"] == ["staff"]
+            assert hit.score == pytest.approx(1 - hit.distance)
+            if hit.id in by_id:  # the same chunk: the same distance and payload as SQL
+                assert hit.distance == pytest.approx(by_id[hit.id].distance, abs=1e-5)
+                assert hit.payload == by_id[hit.id].payload
+    assert identity.name in resident.resident()  # every answer above came from the copy
+    if count <= FLAT_UP_TO:
+        assert min(recall_ours) == 1.0  # searched exhaustively: exact
+    assert np.mean(recall_ours) >= 0.97
+    assert np.mean(recall_ours) >= np.mean(recall_sql) - 0.02
+
+
+async def test_limit_max_distance_and_properties_follow_the_sql_rules(
+    resident: ResidentPgVectorStore, writer: PgVectorStore
+) -> None:
+    identity, vectors = await collection(writer, 200, seed=3)
+    query = vectors[17] + 0.01
+    await until_resident(resident, identity.name, query)
+    sql = await writer.search(identity.name, query, limit=5, properties=("content",), max_distance=0.5)
+    ours = await resident.search(identity.name, query, limit=5, properties=("content",), max_distance=0.5)
+    assert [h.id for h in ours] == [h.id for h in sql]
+    assert all(h.distance <= 0.5 for h in ours)
+    assert ours[0].id == str(uuid.UUID(int=18))
+    assert all(set(h.payload) == {"content"} for h in ours)
+    assert await resident.search(identity.name, query, limit=0, properties=()) == []
+    many = await resident.search_many(
+        [Search(name=identity.name, vector=v, limit=3, properties=("chunk_index",)) for v in vectors[:4]]
+    )
+    assert [hits[0].payload["chunk_index"] for hits in many if isinstance(hits, list)] == [0, 1, 2, 3]
+
+
+async def test_groups_filter_holds_in_memory(resident: ResidentPgVectorStore, writer: PgVectorStore) -> None:
+    identity, vectors = await collection(writer, 150, seed=5, groups=["research"])
+    await until_resident(resident, identity.name, vectors[0])
+    outsider = SearchFilter(readable_by=frozenset({"sales"}))
+    nobody = SearchFilter(readable_by=frozenset())
+    member = SearchFilter(readable_by=frozenset({"sales", "research"}))
+    for vector in vectors[:20]:
+        assert await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=outsider) == []
+        assert await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=nobody) == []
+        assert len(await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=member)) == 5
+    assert identity.name in resident.resident()
+
+
+async def test_mixed_groups_fall_back_to_postgres_and_never_leak(
+    resident: ResidentPgVectorStore, writer: PgVectorStore, writer_pool: Pool
+) -> None:
+    """Chunks with groups of their own (written by another application): candidates the filter rejects send
+    the search to PostgreSQL, whose iterative scan finds the readable ones."""
+    identity, vectors = await collection(writer, 400, seed=7, groups=["a"])
+    async with writer_pool.acquire() as conn:
+        await conn.execute(
+            f"UPDATE vectors.\"{identity.name}\" SET payload = jsonb_set(payload, '{{groups}}', '[\"b\"]') "
+            "WHERE (payload->>'chunk_index')::int % 2 = 0"
+        )
+    await until_resident(resident, identity.name, vectors[0])
+    only_a = SearchFilter(readable_by=frozenset({"a"}))
+    for vector in vectors[:30]:
+        ours = await resident.search(identity.name, vector, limit=6, properties=PROPERTIES, where=only_a)
+        sql = await writer.search(identity.name, vector, limit=6, properties=PROPERTIES, where=only_a)
+        assert len(ours) == 6
+        assert all(h.payload["groups"] == ["a"] for h in ours)
+        assert [h.id for h in ours] == [h.id for h in sql]
+
+
+async def test_writes_from_another_process_take_the_copy_out_of_service(
+    resident: ResidentPgVectorStore, writer: PgVectorStore
+) -> None:
+    identity, vectors = await collection(writer, 300, seed=11, groups=["research"])
+    member = SearchFilter(readable_by=frozenset({"research"}))
+    await until_resident(resident, identity.name, vectors[0])
+
+    await writer.set_groups(identity.name, ["board"])  # revocation, committed by another pool
+    delay = await until_not_resident(resident, identity.name)
+    assert delay < 1.0
+    for vector in vectors[:10]:
+        assert await resident.search(identity.name, vector, limit=5, properties=(), where=member) == []
+
+    await until_resident(resident, identity.name, vectors[0])  # copied again, with the new groups
+    assert await resident.search(identity.name, vectors[0], limit=5, properties=(), where=member) == []
+    board = SearchFilter(readable_by=frozenset({"board"}))
+    assert len(await resident.search(identity.name, vectors[0], limit=5, properties=(), where=board)) == 5
+
+    new = np.random.default_rng(99).standard_normal((1, DIM)).astype(np.float32)
+    await writer.upsert(identity.name, records(new, groups=["board"], first=10_000))
+    await until_not_resident(resident, identity.name)
+    hits = await resident.search(identity.name, new[0], limit=1, properties=("chunk_index",), where=board)
+    assert hits[0].payload["chunk_index"] == 10_000
+
+    await until_resident(resident, identity.name, vectors[0])
+    await writer.delete_document(identity.name, "doc-3")
+    await until_not_resident(resident, identity.name)
+    await until_resident(resident, identity.name, vectors[0])
+    for vector in vectors[:20]:
+        hits = await resident.search(identity.name, vector, limit=10, properties=("document_id",), where=board)
+        assert all(h.payload["document_id"] != "doc-3" for h in hits)
+
+    await writer.drop_collection(identity.name)
+    await until_not_resident(resident, identity.name)
+
+
+async def test_own_writes_are_seen_by_the_next_search(resident: ResidentPgVectorStore, writer: PgVectorStore) -> None:
+    identity, vectors = await collection(writer, 100, seed=13)
+    await until_resident(resident, identity.name, vectors[0])
+    await resident.set_groups(identity.name, ["x"])
+    assert identity.name not in resident.resident()  # no waiting for the notice
+    nobody = SearchFilter(readable_by=frozenset({"y"}))
+    assert await resident.search(identity.name, vectors[0], limit=3, properties=(), where=nobody) == []
+
+
+async def test_losing_the_listener_stops_memory_search_until_it_is_back(
+    resident: ResidentPgVectorStore, writer: PgVectorStore, writer_pool: Pool
+) -> None:
+    identity, vectors = await collection(writer, 100, seed=17, groups=["g"])
+    await until_resident(resident, identity.name, vectors[0])
+    async with writer_pool.acquire() as conn:
+        killed = await conn.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+            " AND pid <> pg_backend_pid()"
+        )
+    assert killed >= 1
+    await until_not_resident(resident, identity.name)
+    assert not resident.listening.is_set() or resident.resident() == {}
+    member = SearchFilter(readable_by=frozenset({"g"}))
+    assert len(await resident.search(identity.name, vectors[0], limit=3, properties=(), where=member)) == 3  # SQL
+    await asyncio.wait_for(resident.listening.wait(), 15)
+    await until_resident(resident, identity.name, vectors[0])
+
+
+async def test_what_is_not_copied(resident: ResidentPgVectorStore, writer: PgVectorStore, database_url: str) -> None:
+    """Past the chunk budget, or a table without the change trigger: searched in PostgreSQL, correctly."""
+    identity, vectors = await collection(writer, 120, seed=19)
+    pool = await open_pool(database_url, max_size=2)
+    small = ResidentPgVectorStore(pool, database_url, max_chunks=100, settle_seconds=0)
+    await small.start()
+    try:
+        await asyncio.wait_for(small.listening.wait(), 10)
+        for _ in range(20):
+            hits = await small.search(identity.name, vectors[5], limit=1, properties=("chunk_index",))
+            assert hits[0].payload["chunk_index"] == 5
+            await asyncio.sleep(0.02)
+        assert small.resident() == {}
+    finally:
+        await small.close()
+        await pool.close()
+
+    async with writer._pool.acquire() as conn:
+        await conn.execute(f'DROP TRIGGER ragu_collection_changed ON vectors."{identity.name}"')
+    await resident.search(identity.name, vectors[5], limit=1, properties=())
+    await asyncio.sleep(0.3)
+    hits = await resident.search(identity.name, vectors[5], limit=1, properties=("chunk_index",))
+    assert hits[0].payload["chunk_index"] == 5
+    assert identity.name not in resident.resident()
+
+
+def test_migration_0006_announces_writes_to_collections_made_before_it(postgres_admin_url: str) -> None:
+    url = with_database(postgres_admin_url, "ragu_vector_notices")
+
+    async def scenario() -> list[str]:
+        conn = await asyncpg.connect(postgres_admin_url)
+        await conn.execute('DROP DATABASE IF EXISTS "ragu_vector_notices" WITH (FORCE)')
+        await conn.close()
+        await ensure_database(postgres_admin_url, "ragu_vector_notices")
+        await asyncio.to_thread(migrations.upgrade, url, "0005")
+        name = new_identity().name
+        made_before = await asyncpg.connect(url)  # a collection table as Ragu made them before 0006
+        await made_before.execute(
+            f'CREATE TABLE vectors."{name}" (id uuid PRIMARY KEY, embedding vector({DIM}) NOT NULL, '
+            "payload jsonb NOT NULL)"
+        )
+        await made_before.close()
+        await asyncio.to_thread(migrations.upgrade, url)
+        heard: list[str] = []
+        listener = await asyncpg.connect(url)
+        await listener.add_listener("ragu_vectors", lambda *args: heard.append(args[3]))
+        writer = await asyncpg.connect(url)
+        await init_connection(writer)
+        await writer.execute(f'DELETE FROM vectors."{name}" WHERE false')
+        await asyncio.sleep(0.3)
+        await writer.close()
+        await listener.close()
+        return [name, *heard]
+
+    name, *heard = asyncio.run(scenario())
+    assert heard == [name]
