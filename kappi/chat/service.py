@@ -164,10 +164,11 @@ class Answerer:
             retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
             citations = _citations(retrieval)
             yield Event(event="sources", data={"citations": citations})
-            request = _llm_request(prepared, retrieval)
+            provider = self.llms.get(prepared.config.llm_provider)
+            request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
             llm_started = time.perf_counter()
             # aclosing: a client that goes away stops the upstream LLM call now, not at garbage collection.
-            async with contextlib.aclosing(self.llms.get(prepared.config.llm_provider).stream(request)) as stream:
+            async with contextlib.aclosing(provider.stream(request)) as stream:
                 async for item in stream:
                     if isinstance(item, Token):
                         parts.append(item.text)
@@ -310,7 +311,7 @@ def _citations(retrieval: Retrieval) -> list[Citation]:
     ]
 
 
-def _llm_request(prepared: Prepared, retrieval: Retrieval) -> LlmRequest:
+def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool) -> LlmRequest:
     passages = [
         Passage(
             collection=c.collection,
@@ -328,7 +329,9 @@ def _llm_request(prepared: Prepared, retrieval: Retrieval) -> LlmRequest:
     config = prepared.config
     return LlmRequest(
         model=config.llm_model,
-        system=system_prompt_with_context(config.system_prompt, passages, config.context_template),
+        system=system_prompt_with_context(config.system_prompt, passages, config.context_template)
+        if with_system
+        else "",
         messages=[*prepared.history, ChatMessage(role="user", content=prepared.text)],
         passages=passages,
         temperature=config.temperature,

@@ -45,7 +45,8 @@ class LlmRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     model: str
     system: str
-    """The complete system prompt: the agent's instructions and the rendered context (see :mod:`kappi.llm.prompt`)."""
+    """The complete system prompt: the agent's instructions and the rendered context (see :mod:`kappi.llm.prompt`);
+    empty for a provider that does not read it (:attr:`LlmProvider.reads_system_prompt`)."""
     messages: list[ChatMessage]
     passages: list[Passage]
     """The same passages as in ``system``, for providers that work on them directly (``extractive``)."""
@@ -79,6 +80,11 @@ class LlmProvider(Protocol):
     @property
     def name(self) -> str:
         """The registry key, e.g. ``"cohere"``."""
+        ...
+
+    @property
+    def reads_system_prompt(self) -> bool:
+        """Whether :attr:`LlmRequest.system` is read; rendering the context costs a question ~0.1 ms otherwise."""
         ...
 
     def models(self) -> list[str]:

@@ -38,6 +38,7 @@ class CohereChatProvider:
     """
 
     name = "cohere"
+    reads_system_prompt = True
 
     def __init__(
         self,

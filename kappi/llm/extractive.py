@@ -10,6 +10,7 @@ deterministic. It never says more than the passages do; with no passage it says 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import AsyncGenerator, Sequence
 
 from kappi.llm.base import LlmEvent, LlmRequest, Passage, Token, Usage
@@ -115,26 +116,6 @@ def _opening_sentence(text: str, data: bytes, marked: bytes) -> str:
     return sentence
 
 
-def _best_sentence(text: str, needles: Sequence[bytes]) -> tuple[int, str]:
-    """The passage's sentence with the most distinct question stems (the earliest on a tie), and that count.
-
-    A stem is found as a word prefix, ``b" stem"``, in the passage's words; the last sentence start before a
-    hit says which sentence the hit is in.
-    """
-    data = _lowered(text)
-    words, marked = _words(data), _mark_sentence_ends(data)
-    stems_per_sentence: dict[int, set[int]] = {}
-    for stem, needle in enumerate(needles):
-        at = words.find(needle)  # ``words`` has one extra leading byte: ``at`` is the word's offset in ``data``
-        while at >= 0:
-            stems_per_sentence.setdefault(marked.rfind(b"\0", 0, at) + 1, set()).add(stem)
-            at = words.find(needle, at + len(needle))
-    if not stems_per_sentence:  # nothing matched: the opening sentence stands in
-        return 0, _opening_sentence(text, data, marked)
-    best = min(stems_per_sentence, key=lambda start: (-len(stems_per_sentence[start]), start))
-    return len(stems_per_sentence[best]), _sentence_at(text, data, marked, best)
-
-
 def _shorten(sentence: str, limit: int) -> str:
     sentence = " ".join(sentence.split())
     if len(sentence) <= limit:
@@ -143,25 +124,73 @@ def _shorten(sentence: str, limit: int) -> str:
     return sentence[: cut if cut > 0 else limit].rstrip(",;:") + "…"
 
 
+def _best_sentences(datas: Sequence[bytes], needles: Sequence[bytes]) -> tuple[bytes, list[int], list[tuple[int, int]]]:
+    """For every passage, the start of its sentence with the most distinct question stems (the earliest on a
+    tie) and that count, ``(0, -1)`` when nothing matched; with the sentence-marked text and passage starts.
+
+    All passages are scanned as one NUL-joined text, so each stem costs one ``find`` per occurrence, not one
+    per passage. A stem is found as a word prefix, ``b" stem"``, in the words; the last sentence start before
+    a hit says which sentence the hit is in. The NULs end words and sentences, so nothing spans two passages.
+    """
+    joined = b"\0".join(datas)
+    starts = [0]
+    for data in datas[:-1]:
+        starts.append(starts[-1] + len(data) + 1)
+    # Words passage by passage (each leading space stands for the NUL between two): the Unicode punctuation
+    # pass, 14 replaces at ~1 GB/s, then runs only over the passages that are not ASCII.
+    words, marked = b"".join(_words(data) for data in datas), _mark_sentence_ends(joined)
+    stems_per_sentence: dict[int, set[int]] = {}
+    for stem, needle in enumerate(needles):
+        at = words.find(needle)  # ``words`` has one extra leading byte: ``at`` is the word's offset in ``joined``
+        while at >= 0:
+            stems_per_sentence.setdefault(marked.rfind(b"\0", 0, at) + 1, set()).add(stem)
+            at = words.find(needle, at + len(needle))
+    best = [(0, -1)] * len(datas)
+    for start, stems in stems_per_sentence.items():
+        passage = bisect.bisect_right(starts, start) - 1
+        count, (best_count, best_start) = len(stems), best[passage]
+        if count > best_count or (count == best_count and start < best_start):
+            best[passage] = (count, start)
+    return marked, starts, best
+
+
 def extract_answer(
     question: str, passages: Sequence[Passage], *, max_passages: int = 3, max_sentence_chars: int = 320
 ) -> list[str]:
-    """The answer as the pieces it is streamed in: a header line, then one cited line per sentence."""
+    """The answer as the pieces it is streamed in: a header line, then one cited line per sentence.
+
+    Passages are ranked by their best sentence's count of question stems, then retrieval score, then order;
+    only the sentences of the passages used are cut out of their text. A passage of blanks and bullets has
+    nothing to quote and is passed over; once one passage matches, those matching nothing are left out.
+    """
     needles = [b" " + stem.encode() for stem in question_stems(question)]
-    ranked = []
-    for order, passage in enumerate(passages):
-        hits, sentence = _best_sentence(passage.text, needles)
-        if sentence:  # a passage of blanks and bullets has nothing to quote
-            ranked.append((-hits, -passage.score, order, sentence, passage.citation))
-    if not ranked:
-        return [NOTHING_FOUND]
-    ranked.sort(key=lambda candidate: candidate[:3])
-    if ranked[0][0] < 0:
-        ranked = [candidate for candidate in ranked if candidate[0] < 0]  # drop passages that match nothing
+    texts = [passage.text for passage in passages]
+    datas = [_lowered(text) for text in texts]
+    marked, starts, best = _best_sentences(datas, needles) if datas else (b"", [], [])
+    order = sorted(range(len(passages)), key=lambda n: (-best[n][0], -passages[n].score, n))
     citations: dict[str, list[int]] = {}  # overlapping chunks often share a sentence: cite it once, from each
-    for _, _, _, sentence, citation in ranked[:max_passages]:
-        citations.setdefault(_shorten(sentence, max_sentence_chars), []).append(citation)
-    header = FOUND if ranked[0][0] < 0 else CLOSEST
+    matched: bool | None = None
+    used = 0
+    for n in order:
+        hits, start = best[n]
+        if matched and not hits:
+            break
+        own_marks = marked[starts[n] : starts[n] + len(datas[n])]
+        if start < 0:  # nothing matched: the opening sentence stands in
+            sentence = _opening_sentence(texts[n], datas[n], own_marks)
+        else:
+            sentence = _sentence_at(texts[n], datas[n], own_marks, start - starts[n])
+        if not sentence:
+            continue
+        if matched is None:
+            matched = hits > 0
+        citations.setdefault(_shorten(sentence, max_sentence_chars), []).append(passages[n].citation)
+        used += 1
+        if used == max_passages:
+            break
+    if matched is None:
+        return [NOTHING_FOUND]
+    header = FOUND if matched else CLOSEST
     return [header] + [f"\n- {text} " + "".join(f"[{c}]" for c in cited) for text, cited in citations.items()]
 
 
@@ -169,6 +198,7 @@ class ExtractiveProvider:
     """Streams :func:`extract_answer` for the last user message, one line per token, then zero usage."""
 
     name = "extractive"
+    reads_system_prompt = False
 
     def __init__(self, *, max_passages: int = 3, max_sentence_chars: int = 320) -> None:
         self._max_passages = max_passages

@@ -69,6 +69,7 @@ class OpenAICompatibleProvider:
     """
 
     name = "openai"
+    reads_system_prompt = True
 
     def __init__(
         self,
