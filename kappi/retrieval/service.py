@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import TypeVar
 
 import msgspec
 import numpy as np
@@ -24,6 +25,8 @@ from kappi.access.identities import IdentityReader
 from kappi.access.policy import Reason, Verdict, collection_groups, readable
 from kappi.agent.models import Assignment
 from schemas.models import Identity
+
+T = TypeVar("T")
 
 PASSAGE_PROPERTIES = (
     "content",
@@ -106,7 +109,7 @@ class Retriever:
         self, assignments: Sequence[Assignment], user_groups: frozenset[str]
     ) -> list[tuple[Verdict, Searchable | None]]:
         """For each assigned collection: may these groups search it, and why (or why not)."""
-        statuses = await asyncio.gather(*(self.identities.read(a.vector_provider, a.name) for a in assignments))
+        statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
         results: list[tuple[Verdict, Searchable | None]] = []
         for assignment, status in zip(assignments, statuses, strict=True):
             identity = status.identity
@@ -141,19 +144,13 @@ class Retriever:
         targets = [s for v, s in verdicts if s is not None and (v.searchable or not self.check_identity_groups)]
         started = time.perf_counter()
         models = {(t.identity.embeddingProvider, t.identity.model) for t in targets}
-        vectors = dict(
-            zip(
-                models,
-                await asyncio.gather(*(self.query_vectors.get(p, m, question) for p, m in models)),
-                strict=True,
-            )
-        )
+        vectors = dict(zip(models, await _all(self.query_vectors.get(p, m, question) for p, m in models), strict=True))
         embedded = time.perf_counter()
         where = SearchFilter(readable_by=_storable(user_groups)) if self.filter_chunks else None
         providers: dict[str, list[Searchable]] = {}
         for target in targets:
             providers.setdefault(target.assignment.vector_provider, []).append(target)
-        found = await asyncio.gather(*(self._search(p, group, vectors, where) for p, group in providers.items()))
+        found = await _all(self._search(p, group, vectors, where) for p, group in providers.items())
         searched = time.perf_counter()
         reached = [hits for hits in found if hits is not None]
         if not reached and (len(found) > 0 or any(v.reason == "provider_unavailable" for v, _ in verdicts)):
@@ -202,6 +199,14 @@ class Retriever:
             if not isinstance(hits, AppError)
             for hit in hits
         ]
+
+
+async def _all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
+    """``asyncio.gather``, minus its task when there is only one (one model, one provider: the usual question)."""
+    pending = list(awaitables)
+    if len(pending) == 1:
+        return [await pending[0]]
+    return list(await asyncio.gather(*pending))
 
 
 def _storable(groups: frozenset[str]) -> frozenset[str]:
