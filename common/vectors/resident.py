@@ -309,27 +309,19 @@ async def _has_change_trigger(conn: Connection, table: str) -> bool:
 
 
 class _Copy:
-    """One collection's chunks: ids, payloads, the chunks' own groups, unit vectors, and a faiss index.
-
-    Past :data:`FLAT_UP_TO` chunks the index is HNSW over float16 copies of the vectors (half the memory to
-    walk, measured 20 % faster per search here); the candidates it finds are then scored exactly on the float32
-    vectors, so distances and order are the exact cosine ones, as in SQL.
-    """
+    """One collection's chunks: ids, payloads, the chunks' own groups, and a faiss index over their unit vectors
+    (exhaustive up to :data:`FLAT_UP_TO` chunks, HNSW past it). Scores are float32 inner products of unit
+    vectors: the cosine similarity SQL computes, to float32 precision. (Float16 vectors for the walk plus an
+    exact re-rank measured 10 % slower per question: the re-rank reads cold float32 rows.)"""
 
     def __init__(
-        self,
-        index: Any,
-        vectors: npt.NDArray[np.float32],
-        ids: list[str],
-        payloads: list[dict[str, Any]],
-        groups: list[frozenset[str] | None],
+        self, index: Any, ids: list[str], payloads: list[dict[str, Any]], groups: list[frozenset[str] | None]
     ) -> None:
         self.index = index
-        self.vectors = vectors
         self.ids = ids
         self.payloads = payloads
         self.groups = groups
-        self.size, self.dimension = vectors.shape
+        self.size, self.dimension = len(ids), int(index.d)
         self.approximate = self.size > FLAT_UP_TO
         self._ef_search = 0
         first = groups[0] if groups else None
@@ -358,12 +350,10 @@ class _Copy:
         if len(rows) <= FLAT_UP_TO:
             index = faiss.IndexFlatIP(dimension)
         else:
-            fp16 = faiss.ScalarQuantizer.QT_fp16  # an enum value; faiss's bundled stubs expect the class itself
-            index = faiss.IndexHNSWSQ(dimension, fp16, HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)  # type: ignore[arg-type]
+            index = faiss.IndexHNSWFlat(dimension, HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = 64
-            index.train(vectors)
         index.add(vectors)
-        return cls(index, vectors, [id_ for id_, _, _ in rows], [payload for _, _, payload in rows], usable)
+        return cls(index, [id_ for id_, _, _ in rows], [payload for _, _, payload in rows], usable)
 
     def search(self, search: Search, query: npt.NDArray[np.float32] | None) -> list[SearchHit] | None:
         """Hits as :meth:`PgVectorStore.search` returns them for this unit ``query``, or ``None`` when only SQL
@@ -381,20 +371,15 @@ class _Copy:
             ef_search = max(DEFAULT_EF_SEARCH, 2 * fetch)
             if ef_search != self._ef_search:
                 self.index.hnsw.efSearch = self._ef_search = ef_search
-            # a few more candidates than kept: float16 scores may order the last ones differently
-            _, labels = self.index.search(query[None, :], min(self.size, fetch + 4))
-            candidates = labels[0][labels[0] >= 0]
-            similarities = self.vectors[candidates] @ query
-        else:
-            scores, labels = self.index.search(query[None, :], fetch)
-            candidates, similarities = labels[0], scores[0]
+        scores, labels = self.index.search(query[None, :], fetch)
         found: list[tuple[float, str, int]] = []
-        for similarity, label in zip(similarities.tolist(), candidates.tolist(), strict=True):
+        for similarity, label in zip(scores[0].tolist(), labels[0].tolist(), strict=True):
+            if label < 0:
+                break
             if not self.uniform and not _allowed(self.groups[label], readable):
                 return None  # a filter that rejects some neighbours: PostgreSQL's iterative scan finds more
             found.append((1.0 - similarity, self.ids[label], label))
         found.sort()
-        del found[fetch:]
         limit = search.limit
         if len(found) == fetch > limit and found[limit][0] == found[limit - 1][0]:
             return None  # equal distances straddle the limit: SQL breaks the tie over every tied chunk
