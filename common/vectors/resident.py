@@ -372,31 +372,34 @@ class _Copy:
             if ef_search != self._ef_search:
                 self.index.hnsw.efSearch = self._ef_search = ef_search
         scores, labels = self.index.search(query[None, :], fetch)
+        ids, groups, uniform = self.ids, self.groups, self.uniform
         found: list[tuple[float, str, int]] = []
         for similarity, label in zip(scores[0].tolist(), labels[0].tolist(), strict=True):
             if label < 0:
                 break
-            if not self.uniform and not _allowed(self.groups[label], readable):
+            if not uniform and not _allowed(groups[label], readable):
                 return None  # a filter that rejects some neighbours: PostgreSQL's iterative scan finds more
-            found.append((1.0 - similarity, self.ids[label], label))
+            found.append((1.0 - similarity, ids[label], label))
         found.sort()
         limit = search.limit
         if len(found) == fetch > limit and found[limit][0] == found[limit - 1][0]:
             return None  # equal distances straddle the limit: SQL breaks the tie over every tied chunk
-        del found[limit:]
         cut = search.max_distance
-        properties = search.properties
-        payloads = self.payloads
-        return [
-            SearchHit(
-                id=id_,
-                score=1.0 - distance,
-                distance=distance,
-                payload={key: payloads[label][key] for key in properties if key in payloads[label]},
+        wanted = set(search.properties)
+        hits = []
+        for distance, id_, label in found[:limit]:
+            if cut is not None and distance > cut:
+                break  # sorted: every later one is further still
+            payload = self.payloads[label]
+            hits.append(
+                SearchHit(
+                    id=id_,
+                    score=1.0 - distance,
+                    distance=distance,
+                    payload={key: payload[key] for key in wanted.intersection(payload)},
+                )
             )
-            for distance, id_, label in found
-            if cut is None or distance <= cut
-        ]
+        return hits
 
 
 def _unit(vector: Vector) -> npt.NDArray[np.float32] | None:
