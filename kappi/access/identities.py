@@ -3,8 +3,9 @@
 A short cache (``ttl_seconds``, default 0.5 s; async-lru, so the questions arriving while a record is
 being read share that one read) keeps the per-question cost of several collections low. It is safe
 because every search also filters on the chunks' own copy of ``groups`` (see :mod:`kappi.access.policy`),
-so a stale entry can never widen what a user reads — and a group removed in chonkit stops matching on
-the very next question.
+so a stale entry can never widen what a user reads — and a group removed in chonkit stops matching as
+soon as the chunks say so: at once in PostgreSQL, and in kappi's in-memory copy of a pgvector collection
+as soon as the write's change notice arrives (milliseconds; ``common.vectors.resident``).
 """
 
 from __future__ import annotations

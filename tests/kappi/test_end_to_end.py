@@ -3,8 +3,10 @@ without groups → an agent → users with different groups asking the same ques
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +14,16 @@ import httpx
 import pytest
 
 from chonkit.embedding.worker import EmbeddingWorker
+from common.clients import SharedClients
 from common.config import Settings
+from common.db import SingleConnectionDatabase
+from common.embedders.base import EmbedderRegistry
+from common.vectors.pgvector import open_pool
+from common.vectors.registry import VectorRegistry
+from common.vectors.resident import ResidentPgVectorStore
+from kappi.app import create_app as create_kappi
 from tests.chonkit.conftest import drain
-from tests.kappi.conftest import as_user, sse_events
+from tests.kappi.conftest import AppClient, as_user, sse_events
 from tests.support.documents import pdf
 
 QUESTION = "How many vacation days do employees get?"
@@ -328,3 +337,57 @@ async def test_agent_changes_apply_to_the_very_next_stateless_query(
     assert cited == {world.collections["hr"]["name"]}
     await kappi.post(f"/admin/agents/{agent_id}/deactivate", headers=admin)
     assert (await ask()).status_code == 404
+
+
+@pytest.fixture
+async def kappi_elsewhere(
+    settings: Settings,
+    db: SingleConnectionDatabase,
+    embedders: EmbedderRegistry,
+    database_url: str,
+    app_client: AppClient,
+) -> AsyncIterator[tuple[httpx.AsyncClient, ResidentPgVectorStore]]:
+    """Kappi as another process runs it: its own pgvector pool, collections searched in its memory, and only
+    PostgreSQL's change notices to learn of chonkit's writes."""
+    pool = await open_pool(database_url, max_size=2)
+    store = ResidentPgVectorStore(pool, database_url, max_chunks=10_000, settle_seconds=0)
+    await store.start()
+    clients = SharedClients(settings, embedders=embedders, vectors=VectorRegistry({"pgvector": store}))
+    try:
+        await asyncio.wait_for(store.listening.wait(), 10)
+        async with app_client(create_kappi(settings, database=db, clients=clients)) as client:
+            yield client, store
+    finally:
+        await store.close()
+        await pool.close()
+
+
+async def test_revocation_reaches_kappis_in_memory_copy_of_the_collection(
+    chonkit: httpx.AsyncClient, kappi_elsewhere: tuple[httpx.AsyncClient, ResidentPgVectorStore], world: World,
+    settings: Settings,
+) -> None:  # fmt: skip
+    kappi, store = kappi_elsewhere
+    admin, alice = as_user(settings, "root", admin=True), as_user(settings, "alice", "hr")
+    agent = (await kappi.post("/admin/agents", json={"name": "Elsewhere"}, headers=admin)).json()
+    assign = {"add": [{"vector_provider": "pgvector", "name": c["name"]} for c in world.collections.values()]}
+    await kappi.put(f"/admin/agents/{agent['id']}/collections", json=assign, headers=admin)
+    hr = world.collections["hr"]
+    deadline = time.monotonic() + 20
+    while hr["name"] not in store.resident():  # the first questions start the copies
+        assert time.monotonic() < deadline, "the collection was never copied to memory"
+        await _ask_streaming(kappi, alice, agent["id"])
+    before = await _ask_streaming(kappi, alice, agent["id"])
+    assert hr["name"] in {c["collection"] for c in before[0][1]["citations"]}
+    assert hr["name"] in store.resident()  # that answer came from the copy
+
+    revoked = await chonkit.put(f"/collections/{hr['id']}/groups", json={"groups": ["finance"]})
+    assert revoked.status_code == 200
+    revoked_at = time.perf_counter()
+    while True:  # kappi's identity cache may lag 0.5 s; the copy must go with the notice
+        after = await _ask_streaming(kappi, alice, agent["id"])
+        if hr["name"] not in str(after):
+            break
+        assert time.perf_counter() - revoked_at <= 1.0, "the revocation took longer than 1 s to apply"
+    delay = time.perf_counter() - revoked_at
+    assert delay <= 1.0
+    print(f"revocation applied to kappi's in-memory copy after {delay * 1000:.1f} ms")
