@@ -52,9 +52,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     qdrant_api_key: str | None = None
     qdrant_path: str | None = None
     """Local-mode storage; default ``<data_dir>/qdrant``."""
-    resident_max_chunks: int = 100_000
+    resident_max_chunks: int = 50_000
     """Most pgvector chunks a process searches in memory (faiss, kept exact by PostgreSQL's change notices):
-    ~3 KB each at 384 dimensions with a typical payload. 0 searches PostgreSQL only."""
+    ~5.5 KB each measured at 384 dimensions with SciFact's payloads, so ~270 MB at most. 0 searches PostgreSQL
+    only."""
     weaviate_url: str | None = None
     """A Weaviate server (REST URL; gRPC on ``weaviate_grpc_port``). Unset: the provider is not offered."""
     weaviate_grpc_port: int = 50051

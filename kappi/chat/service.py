@@ -153,7 +153,6 @@ class Answerer:
         """``sources``, then ``token``s, then ``done`` — or an ``error`` event (``reraise``: the error itself).
         The answer is saved whatever happens, with its status, so the history shows failed answers too."""
         started = time.perf_counter()
-        answer_id = uuid.uuid4()
         parts: list[str] = []
         citations: list[Citation] = []
         usage = Usage()
@@ -198,7 +197,7 @@ class Answerer:
                     saved = await asyncio.shield(
                         self._save(
                             prepared,
-                            answer_id,
+                            uuid.uuid4(),
                             content="".join(parts),
                             status=status,
                             citations=citations,
