@@ -15,6 +15,10 @@ How the copy stays exact:
 - A copy whose load overlapped a notice is thrown away (a generation counter per collection), so no copy ever
   predates a write whose notice has arrived. While the listening connection is down, nothing is searched in
   memory: every copy is dropped when it goes, and loads wait until it is back.
+- Notices are proven to arrive, not assumed: before copying anything, and every ``PING_SECONDS`` after, the
+  listener sends a probe notice through the pool and waits for it. A connection pooler in transaction mode
+  (PgBouncer) or a half-open connection swallows notices silently; then the probe fails and everything is
+  searched in PostgreSQL.
 
 Access: the chunks' own ``groups`` are part of the copy and the SQL filter's rule applies to them unchanged
 (no ``groups`` = everyone; otherwise at least one in common), so the second access check holds here too.
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,7 +67,9 @@ HNSW_LINKS = 16
 LOAD_BATCH = 2000
 """Rows per fetch while copying: the event loop serves requests between batches."""
 PING_SECONDS = 5.0
-"""How often the listening connection proves it is alive (a silent network drop would hide notices)."""
+"""How often the listener proves that notices still reach it, and how long it waits for its probe."""
+PROBE = "ragu-probe:"
+"""Payload prefix of the listener's own probe notices; no collection name can start so (``^[A-Z]...``)."""
 
 
 class ResidentPgVectorStore(PgVectorStore):
@@ -94,6 +101,7 @@ class ResidentPgVectorStore(PgVectorStore):
         self._load_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._listener: asyncio.Task[None] | None = None
+        self._probes: dict[str, asyncio.Future[None]] = {}
         self.listening = asyncio.Event()
         """Set while change notices are being received (tests wait on it)."""
 
@@ -250,8 +258,14 @@ class ResidentPgVectorStore(PgVectorStore):
                 rows.append((str(row["id"]), row["embedding"].to_numpy(), row["payload"]))
         return rows
 
-    def _on_notice(self, _conn: Connection, _pid: int, _channel: str, name: object) -> None:
-        self._changed(str(name))
+    def _on_notice(self, _conn: Connection, _pid: int, _channel: str, payload: object) -> None:
+        name = str(payload)
+        if name.startswith(PROBE):  # ours arrived; another process's probe means nothing here
+            probe = self._probes.get(name)
+            if probe is not None and not probe.done():
+                probe.set_result(None)
+            return
+        self._changed(name)
 
     def _changed(self, name: str) -> None:
         self._generation[name] = self._generation.get(name, 0) + 1
@@ -275,6 +289,7 @@ class ResidentPgVectorStore(PgVectorStore):
                 lost = asyncio.Event()
                 conn.add_termination_listener(_setter(lost))
                 await conn.add_listener(CHANGES_CHANNEL, self._on_notice)
+                await self._probe()
                 self._epoch += 1
                 self._listening = True
                 self.listening.set()
@@ -283,8 +298,8 @@ class ResidentPgVectorStore(PgVectorStore):
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(lost.wait(), PING_SECONDS)
                     if not lost.is_set():
-                        await asyncio.wait_for(conn.execute("SELECT 1"), PING_SECONDS)
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                        await self._probe()
+            except (AppError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
                 _log.info("not listening for vector changes (%s); searching PostgreSQL until back", exc)
             finally:
                 self._drop_all()
@@ -293,6 +308,18 @@ class ResidentPgVectorStore(PgVectorStore):
                         await asyncio.wait_for(conn.close(), 1.0)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
+
+    async def _probe(self) -> None:
+        """A notice sent through the pool must come back on the listening connection within PING_SECONDS."""
+        token = PROBE + uuid.uuid4().hex
+        arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._probes[token] = arrived
+        try:
+            async with self._connection(None) as conn:
+                await conn.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, token)
+            await asyncio.wait_for(arrived, PING_SECONDS)
+        finally:
+            self._probes.pop(token, None)
 
 
 def _setter(event: asyncio.Event) -> Callable[[object], None]:

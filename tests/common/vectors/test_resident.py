@@ -20,6 +20,7 @@ from common.db import migrate as migrations
 from common.db.database import Pool, init_connection
 from common.db.embedded import ensure_database, with_database
 from common.vectors import SearchFilter, VectorRecord
+from common.vectors import resident as resident_module
 from common.vectors.base import Search
 from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.resident import FLAT_UP_TO, ResidentPgVectorStore
@@ -317,3 +318,30 @@ def test_migration_0006_announces_writes_to_collections_made_before_it(postgres_
 
     name, *heard = asyncio.run(scenario())
     assert heard == [name]
+
+
+async def test_notices_that_never_arrive_mean_nothing_is_searched_in_memory(
+    writer: PgVectorStore, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection pooler in transaction mode accepts LISTEN and then swallows every notice: the listener's
+    probe never comes back, so nothing is copied and every search is PostgreSQL's."""
+    monkeypatch.setattr(resident_module, "PING_SECONDS", 0.2)
+
+    class Deaf(ResidentPgVectorStore):
+        def _on_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+            """Nothing arrives, not even the probes."""
+
+    identity, vectors = await collection(writer, 60, seed=23)
+    pool = await open_pool(database_url, max_size=2)
+    deaf = Deaf(pool, database_url, max_chunks=1000, settle_seconds=0)
+    await deaf.start()
+    try:
+        for _ in range(15):
+            hits = await deaf.search(identity.name, vectors[3], limit=1, properties=("chunk_index",))
+            assert hits[0].payload["chunk_index"] == 3
+            await asyncio.sleep(0.05)
+        assert not deaf.listening.is_set()
+        assert deaf.resident() == {}
+    finally:
+        await deaf.close()
+        await pool.close()
