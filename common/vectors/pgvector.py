@@ -1,11 +1,10 @@
 """The pgvector adapter: one table per collection in the ``vectors`` schema of the Ragu database.
 
 ``vectors."<Name>"`` holds ``id uuid``, ``embedding vector(<dim>)`` and ``payload jsonb``, with an HNSW
-cosine index on the embedding, a btree on ``payload->>'document_id'`` and a GIN index on
-``payload->'groups'``, and a trigger that announces every committed write on :data:`CHANGES_CHANNEL`. It is
-plain PostgreSQL, so chonkit and kappi share collections from separate
-processes with nothing to coordinate. The identity record is the row at the nil UUID; every chunk query
-excludes it.
+cosine index on the embedding, a btree on ``payload->>'document_id'``, a GIN index on ``payload->'groups'``
+and a trigger that announces every committed write on :data:`CHANGES_CHANNEL`. It is plain PostgreSQL, so
+chonkit and kappi share collections from separate processes with nothing to coordinate. The identity record
+is the row at the nil UUID; every chunk query excludes it.
 
 The pool's connections must send ``vector`` in pgvector's binary format:
 :func:`common.db.database.init_connection` registers that codec once migration 0003 has installed the
