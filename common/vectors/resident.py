@@ -63,7 +63,11 @@ _log = logging.getLogger(__name__)
 FLAT_UP_TO = 1024
 """Collections this small are searched exhaustively (exact, and as fast as HNSW at this size)."""
 HNSW_LINKS = 16
-"""pgvector's default ``m``; faiss builds with ``ef_construction`` 64 (pgvector's default)."""
+"""pgvector's default ``m``."""
+HNSW_BUILD_EF = 256
+"""Candidates kept while building (pgvector's default is 64): on SciFact claims, recall@5 at search ``ef`` 40 is
+then 0.993 against pgvector's 0.992 (0.986 with 64), for the same search time and a build ~3x longer (3.2 s
+for 13.7k chunks, in a background thread)."""
 LOAD_BATCH = 2000
 """Rows per fetch while copying: the event loop serves requests between batches."""
 PING_SECONDS = 5.0
@@ -378,7 +382,7 @@ class _Copy:
             index = faiss.IndexFlatIP(dimension)
         else:
             index = faiss.IndexHNSWFlat(dimension, HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = 64
+            index.hnsw.efConstruction = HNSW_BUILD_EF
         index.add(vectors)
         return cls(index, [id_ for id_, _, _ in rows], [payload for _, _, payload in rows], usable)
 
