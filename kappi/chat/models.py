@@ -70,6 +70,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     timings: Timings | None
     error_code: str | None
     created_at: datetime
+    withheld: bool = False
+    """An answer that quoted a collection its owner may no longer read: its text and citations are not shown
+    (nor given to the LLM as history), since access is decided now, not when it was asked."""
 
 
 class ChatDetail(msgspec.Struct, frozen=True, kw_only=True):

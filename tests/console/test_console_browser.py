@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,27 @@ def test_admin_builds_an_agent_and_only_its_group_gets_cited_answers(
     expect(page.get_by_text("HR helper")).to_have_count(0)
     bob.shot("07-outsider")
     assert bob.close() == []
+
+    # Access is decided when the history is read: once Hr_docs is for managers only, alice's answer is hidden.
+    setup = Api(platform)
+    listed = httpx.get(f"{platform}/chonkit/collections", headers=setup.headers).json()
+    hr_docs = next(c for c in listed if c["name"] == "Hr_docs")
+    regrouped = httpx.put(
+        f"{platform}/chonkit/collections/{hr_docs['id']}/groups",
+        json={"groups": ["hr-managers"]},
+        headers=setup.headers,
+    )
+    regrouped.raise_for_status()
+    time.sleep(0.6)  # kappi reads collection groups through a 0.5 s cache; the page renders the history once
+    alice = Console(browser, platform)
+    page = alice.page
+    alice.sign_in("alice", groups="hr")
+    page.get_by_role("link", name=re.compile("^Chat with HR helper")).click()
+    hidden = page.locator(".msg.assistant[data-status=withheld]")
+    expect(hidden).to_have_text("This answer is hidden: it quoted documents you can no longer read.")
+    expect(page.get_by_text("thirty vacation days")).to_have_count(0)
+    alice.shot("08-answer-withheld")
+    assert alice.close() == []
 
 
 def test_host_index_moved_to_api_and_the_services_still_answer(platform: str) -> None:

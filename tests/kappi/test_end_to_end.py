@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,8 @@ from common.vectors.pgvector import open_pool
 from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentPgVectorStore
 from kappi.app import create_app as create_kappi
+from kappi.llm.base import LlmEvent, LlmRequest
+from kappi.llm.extractive import ExtractiveProvider
 from tests.chonkit.conftest import drain
 from tests.kappi.conftest import AppClient, as_user, sse_events
 from tests.support.documents import pdf
@@ -391,3 +393,48 @@ async def test_revocation_reaches_kappis_in_memory_copy_of_the_collection(
     delay = time.perf_counter() - revoked_at
     assert delay <= 1.0
     print(f"revocation applied to kappi's in-memory copy after {delay * 1000:.1f} ms")
+
+
+async def test_answers_that_cite_a_collection_the_user_can_no_longer_read_are_withheld(
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """History shows what the user may read today: an answer quoting a revoked collection comes back without
+    its text and citations, and is not given to the LLM as history; granted again, it shows again."""
+    alice = as_user(settings, "alice", "hr")
+    hr = world.collections["hr"]
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    asked = (await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)).json()
+    quoted = asked["answer"]["content"]
+    assert hr["name"] in {c["collection"] for c in asked["answer"]["citations"]}
+    assert "25 vacation days" in quoted
+
+    assert (await chonkit.put(f"/collections/{hr['id']}/groups", json={"groups": ["finance"]})).status_code == 200
+    revoked_at = time.perf_counter()
+    while True:  # kappi reads identities through its 0.5 s cache; bar: 1 s
+        detail = await kappi.get(f"/chats/{chat['id']}", headers=alice)
+        answer = detail.json()["messages"][1]
+        if answer["withheld"]:
+            break
+        assert time.perf_counter() - revoked_at <= 1.0, "the old answer was still shown after 1 s"
+    assert (answer["content"], answer["citations"]) == ("", [])
+    assert hr["name"] not in detail.text
+    assert "25 vacation days" not in detail.text
+    assert detail.json()["messages"][0]["content"] == QUESTION  # the user's own question stays
+
+    seen: list[list[str]] = []
+    original = ExtractiveProvider.stream
+
+    def spying(self: ExtractiveProvider, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
+        seen.append([m.content for m in request.messages])
+        return original(self, request)
+
+    monkeypatch.setattr(ExtractiveProvider, "stream", spying)
+    follow_up = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": "Say that again"}, headers=alice)
+    assert follow_up.status_code == 200
+    assert seen == [[QUESTION, "Say that again"]]  # the withheld answer is not history for the LLM
+    assert hr["name"] not in follow_up.text
+
+    finance = as_user(settings, "alice", "finance")
+    again = (await kappi.get(f"/chats/{chat['id']}", headers=finance)).json()["messages"][1]
+    assert (again["withheld"], again["content"]) == (False, quoted)

@@ -161,6 +161,10 @@ function sourceDownloader(services) {
 
 function messageView(msg, download) {
   if (msg.role === "user") return h("div", { class: "msg user" }, msg.content);
+  if (msg.withheld) {
+    return h("div", { class: "msg assistant", "data-status": "withheld" },
+      h("p", { class: "no-sources", role: "note" }, "This answer is hidden: it quoted documents you can no longer read."));
+  }
   return h("div", { class: "msg assistant", "data-status": msg.status },
     h("div", { class: "answer-text" }, msg.content),
     msg.status === "error" ? h("p", { class: "error" }, `This answer failed (${msg.error_code}).`) : null,
