@@ -273,6 +273,17 @@ async def test_agent_edits_make_versions_and_old_answers_keep_theirs(
     assert versions[1]["system_prompt"] != "Be brief."
 
 
+async def test_temperature_round_trips_exactly_and_sending_it_back_is_no_change(
+    kappi: httpx.AsyncClient, settings: Settings
+) -> None:
+    admin = as_user(settings, "root", admin=True)
+    agent = (await kappi.post("/admin/agents", json={"name": "Warm", "temperature": 0.3}, headers=admin)).json()
+    assert agent["config"]["temperature"] == 0.3  # not 0.30000001192092896, as a single-precision column gave
+    same = {"temperature": agent["config"]["temperature"], "max_tokens": agent["config"]["max_tokens"]}
+    again = (await kappi.patch(f"/admin/agents/{agent['id']}", json=same, headers=admin)).json()
+    assert again["current_version"] == 1
+
+
 async def test_deactivated_agents_disappear_for_users(
     kappi: httpx.AsyncClient, world: World, settings: Settings
 ) -> None:
