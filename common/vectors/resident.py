@@ -11,7 +11,8 @@ How the copy stays exact:
   carry the change trigger (migration 0006) are copied, and only while the copies fit ``max_chunks``.
 - Every committed write to a collection sends ``NOTIFY ragu_vectors, '<name>'`` (the trigger, whoever the
   writer is; ``drop_collection`` too). The notice drops the copy at once; the collection is copied again by a
-  later search once its writes have been quiet for ``settle_seconds`` (an embedding job writes in batches).
+  later search once its writes have been quiet for ``settle_seconds`` (an embedding job writes in batches),
+  or for ten times its last build when that is longer (:data:`REBUILD_FACTOR`).
 - A copy whose load overlapped a notice is thrown away (a generation counter per collection), so no copy ever
   predates a write whose notice has arrived. While the listening connection is down, nothing is searched in
   memory: every copy is dropped when it goes, and loads wait until it is back.
@@ -36,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -70,6 +72,10 @@ then 0.993 against pgvector's 0.992 (0.986 with 64), for the same search time an
 for 13.7k chunks, in a background thread)."""
 LOAD_BATCH = 2000
 """Rows per fetch while copying: the event loop serves requests between batches."""
+REBUILD_FACTOR = 10.0
+"""A collection is copied again only after its writes have been quiet for this many times its last build:
+rebuilding costs the same core that answers questions, so a collection written to all the time is searched in
+PostgreSQL rather than rebuilt over and over (at most ~10 % of the core goes to rebuilds)."""
 PING_SECONDS = 5.0
 """How often the listener proves that notices still reach it, and how long it waits for its probe."""
 PROBE = "ragu-probe:"
@@ -98,6 +104,8 @@ class ResidentPgVectorStore(PgVectorStore):
         self._epoch = 0
         """Bumped whenever the listening connection comes or goes: a load across that keeps nothing."""
         self._changed_at: dict[str, float] = {}
+        self._build_seconds: dict[str, float] = {}
+        """How long each collection's last copy took to build: writes arriving faster than that get PostgreSQL."""
         self._refused: dict[str, int] = {}
         """Collections not to copy (too large, no trigger) until their next change notice: name → generation."""
         self._listening = False
@@ -218,7 +226,8 @@ class ResidentPgVectorStore(PgVectorStore):
         if self._refused.get(name) == generation:
             return
         loop = asyncio.get_running_loop()
-        if loop.time() - self._changed_at.get(name, -self._settle_seconds) < self._settle_seconds:
+        quiet = max(self._settle_seconds, REBUILD_FACTOR * self._build_seconds.get(name, 0.0))
+        if loop.time() - self._changed_at.get(name, -quiet) < quiet:
             return
         self._loading.add(name)
         task = loop.create_task(self._load(name), name=f"ragu-copy-{name}")
@@ -231,7 +240,9 @@ class ResidentPgVectorStore(PgVectorStore):
                 generation, epoch = self._generation.get(name, 0), self._epoch
                 budget = self._max_chunks - sum(c.size for c in self._copies.values())
                 rows = await self._rows(name, budget)
+                started = time.perf_counter()
                 copy = None if rows is None else await asyncio.to_thread(_Copy.build, rows)
+                self._build_seconds[name] = time.perf_counter() - started
                 if generation != self._generation.get(name, 0) or epoch != self._epoch or not self._listening:
                     return  # a write (or a gap in the notices) overlapped the load: the next search tries again
                 if copy is None:

@@ -345,3 +345,22 @@ async def test_notices_that_never_arrive_mean_nothing_is_searched_in_memory(
     finally:
         await deaf.close()
         await pool.close()
+
+
+async def test_a_collection_written_faster_than_it_rebuilds_stays_in_postgres(
+    resident: ResidentPgVectorStore, writer: PgVectorStore
+) -> None:
+    """Rebuilding costs the core that answers questions: after a write, a collection whose last build took
+    ``b`` seconds is copied again only after ``REBUILD_FACTOR * b`` seconds without writes."""
+    identity, vectors = await collection(writer, 80, seed=29)
+    await until_resident(resident, identity.name, vectors[0])
+    resident._build_seconds[identity.name] = 60.0  # as if its last build had taken a minute
+    await writer.upsert(identity.name, records(vectors[:1], groups=None))
+    await until_not_resident(resident, identity.name)
+    for _ in range(10):
+        hits = await resident.search(identity.name, vectors[7], limit=1, properties=("chunk_index",))
+        assert hits[0].payload["chunk_index"] == 7  # from PostgreSQL
+        await asyncio.sleep(0.03)
+    assert identity.name not in resident.resident()
+    resident._build_seconds[identity.name] = 0.0  # a fast build: the quiet period is settle_seconds (0) again
+    await until_resident(resident, identity.name, vectors[0])
