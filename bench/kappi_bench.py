@@ -542,6 +542,18 @@ class Target:
         return raw
 
 
+def _tokens(folder: Path) -> tuple[str, str, str]:
+    """Bearer tokens for the benchmark's admin, its user (research + clinical) and a board member."""
+    from common.auth import mint_dev_token
+    from common.config import load_settings
+
+    settings = load_settings({}, auth_hs256_secret=SECRET, data_dir=str(folder / "tokens"))
+    admin = mint_dev_token(settings, subject="bench-admin", roles=["admin"], ttl_seconds=4 * 3600)
+    user = mint_dev_token(settings, subject="bench-user", groups=list(USER_GROUPS), ttl_seconds=4 * 3600)
+    board = mint_dev_token(settings, subject="bench-board", groups=["board"], ttl_seconds=4 * 3600)
+    return admin, user, board
+
+
 def _scenarios(
     kappi: KappiServer,
     *,
@@ -555,13 +567,7 @@ def _scenarios(
 ) -> dict[str, Any]:
     import httpx
 
-    from common.auth import mint_dev_token
-    from common.config import load_settings
-
-    settings = load_settings({}, auth_hs256_secret=SECRET, data_dir=str(folder / "tokens"))
-    admin = mint_dev_token(settings, subject="bench-admin", roles=["admin"], ttl_seconds=4 * 3600)
-    user = mint_dev_token(settings, subject="bench-user", groups=list(USER_GROUPS), ttl_seconds=4 * 3600)
-    board = mint_dev_token(settings, subject="bench-board", groups=["board"], ttl_seconds=4 * 3600)
+    admin, user, board = _tokens(folder)
     with httpx.Client(base_url=kappi.base_url, timeout=120) as client:
         agent_id = _create_agent(client, admin)
         checks = {
@@ -630,12 +636,7 @@ def _postgres_peer(
     """Scenario (a) against a server that searches PostgreSQL only: the same-run peer of the in-memory copies."""
     import httpx
 
-    from common.auth import mint_dev_token
-    from common.config import load_settings
-
-    settings = load_settings({}, auth_hs256_secret=SECRET, data_dir=str(folder / "tokens"))
-    admin = mint_dev_token(settings, subject="bench-admin", roles=["admin"], ttl_seconds=3600)
-    user = mint_dev_token(settings, subject="bench-user", groups=list(USER_GROUPS), ttl_seconds=3600)
+    admin, user, _ = _tokens(folder)
     with httpx.Client(base_url=kappi.base_url, timeout=120) as client:
         agent_id = _create_agent(client, admin)
     target = Target(f"{kappi.base_url}/agents/{agent_id}/query", user, sizes.sample_every, folder, use_wrk)
