@@ -164,6 +164,60 @@ async def test_limit_max_distance_and_properties_follow_the_sql_rules(
     assert [hits[0].payload["chunk_index"] for hits in many if isinstance(hits, list)] == [0, 1, 2, 3]
 
 
+async def test_concurrent_searches_are_batched_and_answer_as_alone(
+    resident: ResidentPgVectorStore, writer: PgVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Questions arriving together walk each HNSW index in one faiss call; every search's hits are exactly
+    what it gets searched on its own."""
+    big, _ = await collection(writer, FLAT_UP_TO * 3, seed=21, groups=["a"])
+    small, _ = await collection(writer, 200, seed=22)
+    queries = np.random.default_rng(23).standard_normal((40, DIM)).astype(np.float32)
+    await until_resident(resident, big.name, queries[0])
+    await until_resident(resident, small.name, queries[0])
+    rows_per_call: list[int] = []
+    neighbours = resident_module._Copy.neighbours
+
+    def counting(copy: resident_module._Copy, rows: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray]:
+        rows_per_call.append(len(rows))
+        return neighbours(copy, rows, fetch)
+
+    monkeypatch.setattr(resident_module._Copy, "neighbours", counting)
+    readable = SearchFilter(readable_by=frozenset({"a"}))
+
+    def question(n: int) -> list[Search]:
+        limit = 3 + n % 2 * 5  # two limits: two groups of rows per index
+        return [
+            Search(name=big.name, vector=queries[n], limit=limit, properties=PROPERTIES, where=readable),
+            Search(name=small.name, vector=queries[n], limit=limit, properties=PROPERTIES, where=readable),
+        ]
+
+    together = await asyncio.gather(*(resident.search_many(question(n)) for n in range(len(queries))))
+    assert max(rows_per_call) == len(queries) // 2  # one call per (index, limit), not one per question
+    for n, results in enumerate(together):
+        alone = [
+            await resident.search(s.name, s.vector, limit=s.limit, properties=s.properties, where=readable)
+            for s in question(n)
+        ]
+        assert results == alone
+        assert [len(hits) for hits in alone] == [question(n)[0].limit] * 2
+    assert {big.name, small.name} <= set(resident.resident())
+
+
+async def test_a_batched_search_whose_copy_is_dropped_goes_to_postgres(
+    resident: ResidentPgVectorStore, writer: PgVectorStore
+) -> None:
+    identity, vectors = await collection(writer, FLAT_UP_TO * 2, seed=25)
+    await until_resident(resident, identity.name, vectors[0])
+    search = Search(name=identity.name, vector=vectors[3], limit=5, properties=("chunk_index",))
+    queued = asyncio.create_task(resident.search_many([search]))
+    await asyncio.sleep(0)  # the task queued its search; its batch runs on the next turn
+    assert resident._pending is not None
+    resident._changed(identity.name)  # a change notice arrives in between
+    assert identity.name not in resident.resident()
+    sql = await writer.search(identity.name, vectors[3], limit=5, properties=("chunk_index",))
+    assert await queued == [sql]
+
+
 async def test_groups_filter_holds_in_memory(resident: ResidentPgVectorStore, writer: PgVectorStore) -> None:
     identity, vectors = await collection(writer, 150, seed=5, groups=["research"])
     await until_resident(resident, identity.name, vectors[0])
