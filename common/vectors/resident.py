@@ -404,6 +404,9 @@ class _Copy:
         self.size, self.dimension = len(ids), int(index.d)
         self.approximate = self.size > FLAT_UP_TO
         self._ef_search = 0
+        self._projected: dict[tuple[str, ...], dict[int, dict[str, Any]]] = {}
+        """Per ``properties`` asked for, each chunk's payload cut to them once (callers get a copy): the cut
+        walks a cold dict of a dozen keys, the copy is one C call."""
         first = groups[0] if groups else None
         self.uniform = all(g == first for g in groups)
         """Every chunk carries the same groups (the normal case): the access filter is one check."""
@@ -486,20 +489,21 @@ class _Copy:
         if len(found) == fetch > limit and found[limit][0] == found[limit - 1][0]:
             return None  # equal distances straddle the limit: SQL breaks the tie over every tied chunk
         cut = search.max_distance
-        wanted = set(search.properties)
+        asked = search.properties if isinstance(search.properties, tuple) else tuple(search.properties)
+        projected = self._projected.get(asked)
+        if projected is None:
+            projected = self._projected[asked] = {}
         hits = []
         for distance, id_, label in found[:limit]:
             if cut is not None and distance > cut:
                 break  # sorted: every later one is further still
-            payload = self.payloads[label]
-            hits.append(
-                SearchHit(
-                    id=id_,
-                    score=1.0 - distance,
-                    distance=distance,
-                    payload={key: payload[key] for key in wanted.intersection(payload)},
-                )
-            )
+            payload = projected.get(label)
+            if payload is None:
+                wanted = set(asked)
+                payload = projected[label] = {
+                    key: value for key, value in self.payloads[label].items() if key in wanted
+                }
+            hits.append(SearchHit(id=id_, score=1.0 - distance, distance=distance, payload=payload.copy()))
         return hits
 
 
