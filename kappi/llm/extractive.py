@@ -11,6 +11,7 @@ deterministic. It never says more than the passages do; with no passage it says 
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import AsyncGenerator, Sequence
 
 from kappi.llm.base import LlmEvent, LlmRequest, Passage, Token, Usage
@@ -19,6 +20,8 @@ EXTRACTIVE_MODEL = "extractive"
 FOUND = "Here is what I found in your documents:\n"
 CLOSEST = "None of your documents uses the words of your question; these are the closest passages I found:\n"
 NOTHING_FOUND = "I found nothing in the documents you have access to that matches your question."
+ANALYSED_PASSAGES = 4096
+"""Passages whose scanning passes are kept (~2 KB each for a 1 KB chunk, so ~8 MB at most)."""
 
 # Passages are scanned as UTF-8 bytes: bytes.translate, replace, find and rfind are table lookups and memchr
 # whatever the text, where str.translate slows tenfold on the first non-ASCII character and a regex pass costs
@@ -101,17 +104,29 @@ def _mark_sentence_ends(data: bytes) -> bytes:
     return data
 
 
-def _sentence_at(text: str, data: bytes, marked: bytes, start: int) -> str:
-    """The sentence of ``text`` that starts at byte ``start`` of its encoding ``data``."""
+@functools.lru_cache(maxsize=ANALYSED_PASSAGES)
+def _analysed(text: str) -> tuple[bytes, bytes]:
+    """A passage's words (:func:`_words`) and its sentence-marked bytes (:func:`_mark_sentence_ends`).
+
+    Cached by text: the same chunks come back question after question, and these passes are most of an
+    answer's cost. The marked bytes differ from the lowercased text only by ASCII-for-ASCII rewrites, so their
+    byte offsets map to the text's characters as the encoding's do.
+    """
+    data = _lowered(text)
+    return _words(data), _mark_sentence_ends(data)
+
+
+def _sentence_at(text: str, marked: bytes, start: int) -> str:
+    """The sentence of ``text`` that starts at byte ``start`` of its marked encoding."""
     end = marked.find(b"\0", start)
-    first = len(data[:start].decode(errors="surrogatepass"))
-    length = len(data[start : len(data) if end < 0 else end].decode(errors="surrogatepass"))
+    first = len(marked[:start].decode(errors="surrogatepass"))
+    length = len(marked[start : len(marked) if end < 0 else end].decode(errors="surrogatepass"))
     return text[first : first + length].strip().lstrip(_BULLETS)
 
 
-def _opening_sentence(text: str, data: bytes, marked: bytes) -> str:
+def _opening_sentence(text: str, marked: bytes) -> str:
     start = 0
-    while not (sentence := _sentence_at(text, data, marked, start)) and (end := marked.find(b"\0", start)) >= 0:
+    while not (sentence := _sentence_at(text, marked, start)) and (end := marked.find(b"\0", start)) >= 0:
         start = end + 1
     return sentence
 
@@ -124,34 +139,35 @@ def _shorten(sentence: str, limit: int) -> str:
     return sentence[: cut if cut > 0 else limit].rstrip(",;:") + "…"
 
 
-def _best_sentences(datas: Sequence[bytes], needles: Sequence[bytes]) -> tuple[bytes, list[int], list[tuple[int, int]]]:
+def _best_sentences(
+    analysed: Sequence[tuple[bytes, bytes]], needles: Sequence[bytes]
+) -> tuple[list[int], list[tuple[int, int]]]:
     """For every passage, the start of its sentence with the most distinct question stems (the earliest on a
-    tie) and that count, ``(0, -1)`` when nothing matched; with the sentence-marked text and passage starts.
+    tie, as an offset in the NUL-joined marked passages) and that count, ``(0, -1)`` when nothing matched; with
+    where each passage starts in that joined text.
 
     All passages are scanned as one NUL-joined text, so each stem costs one ``find`` per occurrence, not one
     per passage. A stem is found as a word prefix, ``b" stem"``, in the words; the last sentence start before
     a hit says which sentence the hit is in. The NULs end words and sentences, so nothing spans two passages.
     """
-    joined = b"\0".join(datas)
+    # Each passage's words begin with a space, standing for the NUL between two marked passages.
+    words, marked = b"".join(w for w, _ in analysed), b"\0".join(m for _, m in analysed)
     starts = [0]
-    for data in datas[:-1]:
-        starts.append(starts[-1] + len(data) + 1)
-    # Words passage by passage (each leading space stands for the NUL between two): the Unicode punctuation
-    # pass, 14 replaces at ~1 GB/s, then runs only over the passages that are not ASCII.
-    words, marked = b"".join(_words(data) for data in datas), _mark_sentence_ends(joined)
+    for _, own_marks in analysed[:-1]:
+        starts.append(starts[-1] + len(own_marks) + 1)
     stems_per_sentence: dict[int, set[int]] = {}
     for stem, needle in enumerate(needles):
-        at = words.find(needle)  # ``words`` has one extra leading byte: ``at`` is the word's offset in ``joined``
+        at = words.find(needle)  # ``words`` has one extra leading byte: ``at`` is the word's offset in ``marked``
         while at >= 0:
             stems_per_sentence.setdefault(marked.rfind(b"\0", 0, at) + 1, set()).add(stem)
             at = words.find(needle, at + len(needle))
-    best = [(0, -1)] * len(datas)
+    best = [(0, -1)] * len(analysed)
     for start, stems in stems_per_sentence.items():
         passage = bisect.bisect_right(starts, start) - 1
         count, (best_count, best_start) = len(stems), best[passage]
         if count > best_count or (count == best_count and start < best_start):
             best[passage] = (count, start)
-    return marked, starts, best
+    return starts, best
 
 
 def extract_answer(
@@ -165,8 +181,8 @@ def extract_answer(
     """
     needles = [b" " + stem.encode() for stem in question_stems(question)]
     texts = [passage.text for passage in passages]
-    datas = [_lowered(text) for text in texts]
-    marked, starts, best = _best_sentences(datas, needles) if datas else (b"", [], [])
+    analysed = [_analysed(text) for text in texts]
+    starts, best = _best_sentences(analysed, needles) if analysed else ([], [])
     order = sorted(range(len(passages)), key=lambda n: (-best[n][0], -passages[n].score, n))
     citations: dict[str, list[int]] = {}  # overlapping chunks often share a sentence: cite it once, from each
     matched: bool | None = None
@@ -175,11 +191,11 @@ def extract_answer(
         hits, start = best[n]
         if matched and not hits:
             break
-        own_marks = marked[starts[n] : starts[n] + len(datas[n])]
+        own_marks = analysed[n][1]
         if start < 0:  # nothing matched: the opening sentence stands in
-            sentence = _opening_sentence(texts[n], datas[n], own_marks)
+            sentence = _opening_sentence(texts[n], own_marks)
         else:
-            sentence = _sentence_at(texts[n], datas[n], own_marks, start - starts[n])
+            sentence = _sentence_at(texts[n], own_marks, start - starts[n])
         if not sentence:
             continue
         if matched is None:
