@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kappi.llm import ChatMessage, LlmRequest, Passage, Token, Usage, complete
+from kappi.llm import ChatMessage, LlmRequest, Passage, Token, Usage, complete, extractive
 from kappi.llm.extractive import CLOSEST, FOUND, NOTHING_FOUND, ExtractiveProvider, extract_answer, question_stems
 
 HANDBOOK = (
@@ -115,6 +115,16 @@ async def test_is_deterministic_and_streams_one_line_per_token() -> None:
     assert runs[0] == runs[1] == runs[2]
     assert [type(event) for event in runs[0]] == [Token, Token, Token, Usage]
     assert provider.models() == ["extractive"]
+
+
+def test_passages_seen_before_are_answered_from_their_cached_scan_with_the_same_answer() -> None:
+    passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ), passage(3, HANDBOOK)]
+    extractive._analysed.cache_clear()
+    first = extract_answer("who approves holiday requests?", passages)
+    again = extract_answer("who approves holiday requests?", passages)
+    assert extractive._analysed.cache_info().hits == 3
+    assert again == first
+    assert first[1] == "\n- Holiday requests are approved by your manager. [2]"
 
 
 @given(text=st.text(st.characters(exclude_characters="\0"), max_size=400), question=st.text(max_size=60))
