@@ -8,6 +8,7 @@ PostgreSQL can tell. Every comparison is against the SQL search or an exact brut
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -162,6 +163,23 @@ async def test_limit_max_distance_and_properties_follow_the_sql_rules(
         [Search(name=identity.name, vector=v, limit=3, properties=("chunk_index",)) for v in vectors[:4]]
     )
     assert [hits[0].payload["chunk_index"] for hits in many if isinstance(hits, list)] == [0, 1, 2, 3]
+
+
+async def test_copies_leave_the_garbage_collectors_walks(
+    resident: ResidentPgVectorStore, writer: PgVectorStore
+) -> None:
+    """Payloads are held so that a full collection untracks them (lists as tuples), and hits still carry
+    the lists SQL returns: tens of thousands of tracked payloads made every full collection stall requests."""
+    identity, vectors = await collection(writer, 300, seed=31, groups=["a", "b"])
+    await until_resident(resident, identity.name, vectors[0])
+    copy = resident._copies[identity.name]
+    gc.collect()
+    assert not any(gc.is_tracked(payload) for payload in copy.payloads)
+    assert len({id(groups) for groups in copy.groups}) == 1  # one shared frozenset for the whole collection
+    ours = await resident.search(identity.name, vectors[0], limit=3, properties=PROPERTIES)
+    sql = await writer.search(identity.name, vectors[0], limit=3, properties=PROPERTIES)
+    assert [h.payload for h in ours] == [h.payload for h in sql]
+    assert ours[0].payload["groups"] == ["a", "b"]
 
 
 async def test_concurrent_searches_are_batched_and_answer_as_alone(
