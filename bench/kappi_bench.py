@@ -811,7 +811,7 @@ def _embedder_rate(texts: Sequence[str]) -> dict[str, Any]:
 
 PROFILE_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
-        "the handler, whole (AgentController.query; gathered searches run as tasks outside it)",
+        "the handler, whole (AgentController.query; batched searches run outside it)",
         ("AgentController.query",),
     ),
     ("request parsing (uvicorn/h11 data_received)", ("H11Protocol.data_received", "HttpToolsProtocol.data_received")),
@@ -819,7 +819,7 @@ PROFILE_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("agent + assignments (AgentCache; a transaction when stale)", ("AgentCache.get",)),
     ("identities + access verdicts", ("Retriever.verdicts",)),
     ("query vector (cache or embedder)", ("QueryVectors.get",)),
-    ("vector searches (adapter + asyncpg)", ("Retriever._search",)),
+    ("vector searches (adapter; in-memory batches run from the event loop)", ("Retriever._search", "_Batch.run")),
     ("context assembly (passages, prompt)", ("_llm_request",)),
     ("extractive LLM", ("ExtractiveProvider.stream",)),
     ("citations", ("_citations",)),
