@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -78,6 +79,9 @@ rebuilding costs the same core that answers questions, so a collection written t
 PostgreSQL rather than rebuilt over and over (at most ~10 % of the core goes to rebuilds)."""
 PING_SECONDS = 5.0
 """How often the listener proves that notices still reach it, and how long it waits for its probe."""
+BUSY_WITHIN = 0.002
+"""Questions whose searches start this close together (seconds) are batched (:class:`_Batch`); a question
+alone searches at once rather than wait for the event loop's turn (~1 ms at a few hundred questions/s)."""
 PROBE = "ragu-probe:"
 """Payload prefix of the listener's own probe notices; no collection name can start so (``^[A-Z]...``)."""
 
@@ -115,6 +119,7 @@ class ResidentPgVectorStore(PgVectorStore):
         self._listener: asyncio.Task[None] | None = None
         self._probes: dict[str, asyncio.Future[None]] = {}
         self._pending: _Batch | None = None
+        self._last_search_many = -math.inf
         self.listening = asyncio.Event()
         """Set while change notices are being received (tests wait on it)."""
 
@@ -207,6 +212,9 @@ class ResidentPgVectorStore(PgVectorStore):
         results: list[SearchResult | None] = [None] * len(searches)
         waiting: list[asyncio.Future[SearchResult | None]] = []
         positions: list[int] = []
+        now = time.monotonic()
+        busy = self._pending is not None or now - self._last_search_many <= BUSY_WITHIN
+        self._last_search_many = now
         for n, search in enumerate(searches):
             copy = self._current_copy(search.name)
             if copy is None:
@@ -217,10 +225,10 @@ class ResidentPgVectorStore(PgVectorStore):
             planned = copy.plan(search, units[key])
             if not isinstance(planned, _Planned):
                 results[n] = planned
-            elif copy.approximate:
+            elif copy.approximate and busy:
                 waiting.append(self._batch().add(copy, search, planned))
                 positions.append(n)
-            else:  # small and exhaustive: nothing to gain, and faiss would switch to BLAS past 20 rows
+            else:  # a lone question need not wait; exhaustive copies are small, and faiss would use BLAS on batches
                 results[n] = copy.search(search, units[key])
         for n, answer in zip(positions, waiting, strict=True):
             results[n] = await answer  # one batch answers them all: only the first await suspends

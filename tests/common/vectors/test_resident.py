@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -200,6 +201,7 @@ async def test_concurrent_searches_are_batched_and_answer_as_alone(
         return neighbours(copy, rows, fetch)
 
     monkeypatch.setattr(resident_module._Copy, "neighbours", counting)
+    monkeypatch.setattr(resident_module, "BUSY_WITHIN", math.inf)  # every question counts as arriving under load
     readable = SearchFilter(readable_by=frozenset({"a"}))
 
     def question(n: int) -> list[Search]:
@@ -220,10 +222,17 @@ async def test_concurrent_searches_are_batched_and_answer_as_alone(
         assert [len(hits) for hits in alone] == [question(n)[0].limit] * 2
     assert {big.name, small.name} <= set(resident.resident())
 
+    rows_per_call.clear()
+    monkeypatch.setattr(resident_module, "BUSY_WITHIN", -1.0)  # a question alone does not wait for a batch
+    await resident.search_many(question(0))
+    assert rows_per_call == [1, 1]  # each index searched at once, one row
+    assert resident._pending is None
+
 
 async def test_a_batched_search_whose_copy_is_dropped_goes_to_postgres(
-    resident: ResidentPgVectorStore, writer: PgVectorStore
+    resident: ResidentPgVectorStore, writer: PgVectorStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(resident_module, "BUSY_WITHIN", math.inf)
     identity, vectors = await collection(writer, FLAT_UP_TO * 2, seed=25)
     await until_resident(resident, identity.name, vectors[0])
     search = Search(name=identity.name, vector=vectors[3], limit=5, properties=("chunk_index",))
