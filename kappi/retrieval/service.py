@@ -116,7 +116,7 @@ class Retriever:
             if identity is None:
                 verdict = _verdict(assignment, status.problem or "identity_missing", status.detail or "")
                 results.append((verdict, None))
-            elif identity.collection_id != assignment.collection_id:
+            elif not _same_collection(assignment, identity):
                 detail = "a different collection now has this name; reassign it to search it"
                 results.append((_verdict(assignment, "collection_replaced", detail), None))
             else:
@@ -140,8 +140,15 @@ class Retriever:
     async def retrieve(
         self, assignments: Sequence[Assignment], user_groups: frozenset[str], question: str
     ) -> Retrieval:
-        verdicts = await self.verdicts(assignments, user_groups)
-        targets = [s for v, s in verdicts if s is not None and (v.searchable or not self.check_identity_groups)]
+        # What :meth:`verdicts` decides, without the explanations: this runs for every question.
+        statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
+        targets = [
+            Searchable(assignment=assignment, identity=identity)
+            for assignment, status in zip(assignments, statuses, strict=True)
+            if (identity := status.identity) is not None
+            and _same_collection(assignment, identity)
+            and (readable(identity, user_groups) or not self.check_identity_groups)
+        ]
         started = time.perf_counter()
         models = {(t.identity.embeddingProvider, t.identity.model) for t in targets}
         vectors = dict(zip(models, await _all(self.query_vectors.get(p, m, question) for p, m in models), strict=True))
@@ -153,7 +160,7 @@ class Retriever:
         found = await _all(self._search(p, group, vectors, where) for p, group in providers.items())
         searched = time.perf_counter()
         reached = [hits for hits in found if hits is not None]
-        if not reached and (len(found) > 0 or any(v.reason == "provider_unavailable" for v, _ in verdicts)):
+        if not reached and (len(found) > 0 or any(s.problem == "provider_unavailable" for s in statuses)):
             # No store could be read: an answer from no sources would read like "the documents do not say".
             # A partial outage still answers from the stores that are up.
             raise Unavailable("the vector store is unavailable; try again shortly", code="vector_store_unavailable")
@@ -213,6 +220,11 @@ def _storable(groups: frozenset[str]) -> frozenset[str]:
     """The groups a collection can carry. Chonkit refuses NUL in group names (PostgreSQL text cannot hold it),
     so such a group matches nothing; left in, it makes pgvector reject the whole search."""
     return frozenset(g for g in groups if "\0" not in g)
+
+
+def _same_collection(assignment: Assignment, identity: Identity) -> bool:
+    """The name still holds the collection that was assigned, not a new one made under the same name."""
+    return identity.collection_id == assignment.collection_id
 
 
 def _verdict(
