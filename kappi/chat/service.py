@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
@@ -25,7 +25,7 @@ from kappi.agent.models import Agent, AgentVersion
 from kappi.agent.repository import AgentRepository
 from kappi.chat.models import Answer, Chat, ChatDetail, Citation, Message, QueryAnswer, Timings, Usage
 from kappi.chat.repository import ChatRepository
-from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token
+from kappi.llm.base import ChatMessage, LlmEvent, LlmRequest, Passage, Token
 from kappi.llm.base import Usage as LlmUsage
 from kappi.llm.prompt import system_prompt_with_context
 from kappi.llm.registry import LlmRegistry
@@ -181,17 +181,15 @@ class Answerer:
             retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
             citations = _citations(retrieval)
             yield Event(event="sources", data={"citations": citations})
-            provider = self.llms.get(prepared.config.llm_provider)
-            request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
             llm_started = time.perf_counter()
             # aclosing: a client that goes away stops the upstream LLM call now, not at garbage collection.
-            async with contextlib.aclosing(provider.stream(request)) as stream:
+            async with contextlib.aclosing(self._llm_stream(prepared, retrieval)) as stream:
                 async for item in stream:
                     if isinstance(item, Token):
                         parts.append(item.text)
                         yield Event(event="token", data={"text": item.text})
                     elif isinstance(item, LlmUsage):
-                        usage = Usage(input_tokens=item.input_tokens, output_tokens=item.output_tokens)
+                        usage = _usage(item)
         except AppError as exc:
             status, error_code = "error", exc.code
             if reraise:
@@ -201,13 +199,7 @@ class Answerer:
             status, error_code = "cancelled", "client_disconnected"
             raise
         finally:
-            finished = time.perf_counter()
-            timings = Timings(
-                embed_ms=retrieval.embed_ms if retrieval else 0.0,
-                search_ms=retrieval.search_ms if retrieval else 0.0,
-                llm_ms=round((finished - llm_started) * 1000, 3) if parts or status == "complete" else 0.0,
-                total_ms=round((finished - started) * 1000, 3),
-            )
+            timings = _timings(retrieval, started, llm_started, answered=bool(parts) or status == "complete")
             saved: Message | None = None
             unsaved: AppError | None = None
             try:
@@ -254,18 +246,27 @@ class Answerer:
         return Answer(question=prepared.question, answer=messages[-1])
 
     async def query(self, prepared: Prepared) -> QueryAnswer:
-        """A stateless answer (nothing stored): the same retrieval, access checks and LLM as a chat."""
+        """A stateless answer (nothing stored): the same retrieval, access checks and LLM as a chat, collected
+        without :meth:`events`' stream of events (~3 % of a question's CPU at c=16, ``bench/kappi_bench.py``);
+        errors are raised as they are."""
+        started = time.perf_counter()
+        retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
         text: list[str] = []
-        citations: list[Citation] = []
-        done: dict[str, Any] = {}
-        async for event in self.events(prepared, reraise=True):
-            if event.event == "token":
-                text.append(event.data["text"])
-            elif event.event == "sources":
-                citations = event.data["citations"]
-            elif event.event == "done":
-                done = event.data
-        return QueryAnswer(answer="".join(text), citations=citations, usage=done["usage"], timings=done["timings"])
+        usage = Usage()
+        llm_started = time.perf_counter()
+        async with contextlib.aclosing(self._llm_stream(prepared, retrieval)) as stream:
+            async for item in stream:
+                if isinstance(item, Token):
+                    text.append(item.text)
+                elif isinstance(item, LlmUsage):
+                    usage = _usage(item)
+        timings = _timings(retrieval, started, llm_started, answered=True)
+        return QueryAnswer(answer="".join(text), citations=_citations(retrieval), usage=usage, timings=timings)
+
+    def _llm_stream(self, prepared: Prepared, retrieval: Retrieval) -> AsyncGenerator[LlmEvent, None]:
+        """The agent's LLM answering the question from the retrieved passages."""
+        provider = self.llms.get(prepared.config.llm_provider)
+        return provider.stream(_llm_request(prepared, retrieval, with_system=provider.reads_system_prompt))
 
     async def save_unstarted(self, prepared: Prepared) -> None:
         """Save the answer to a question whose stream never began (its client left first) as ``cancelled``:
@@ -309,6 +310,21 @@ class Answerer:
                 timings=timings,
                 error_code=error_code,
             )
+
+
+def _usage(reported: LlmUsage) -> Usage:
+    return Usage(input_tokens=reported.input_tokens, output_tokens=reported.output_tokens)
+
+
+def _timings(retrieval: Retrieval | None, started: float, llm_started: float, *, answered: bool) -> Timings:
+    """Per-stage milliseconds; the LLM's time only if it answered (or began to)."""
+    finished = time.perf_counter()
+    return Timings(
+        embed_ms=retrieval.embed_ms if retrieval else 0.0,
+        search_ms=retrieval.search_ms if retrieval else 0.0,
+        llm_ms=round((finished - llm_started) * 1000, 3) if answered else 0.0,
+        total_ms=round((finished - started) * 1000, 3),
+    )
 
 
 def _citations(retrieval: Retrieval) -> list[Citation]:
