@@ -852,7 +852,7 @@ PROFILE_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("AgentController.query",),
     ),
     ("request parsing (uvicorn/h11 data_received)", ("H11Protocol.data_received", "HttpToolsProtocol.data_received")),
-    ("JWT verification (guard)", ("Authenticator.authenticate",)),
+    ("JWT verification (router hook)", ("Authenticator.authenticate",)),
     ("agent + assignments (AgentCache; a transaction when stale)", ("AgentCache.get",)),
     ("identities + access verdicts", ("Retriever.verdicts",)),
     ("query vector (cache or embedder)", ("QueryVectors.get",)),

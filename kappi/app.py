@@ -13,7 +13,7 @@ from common.clients import SharedClients
 from common.config import Settings
 from common.db import Database
 from common.http.app import build_service_app
-from common.http.security import admin_only, authenticated
+from common.http.security import admin_only, authenticate_request
 from kappi.access.identities import IdentityReader
 from kappi.agent.cache import AgentCache
 from kappi.agent.controller import AgentAdminController
@@ -54,7 +54,7 @@ def create_app(
         if request.method != "GET":
             request.app.state.agents.forget()
 
-    users = Router("/", route_handlers=[AgentController, ChatController], guards=[authenticated])
+    users = Router("/", route_handlers=[AgentController, ChatController], before_request=authenticate_request)
     admins = Router("/", route_handlers=[AgentAdminController], guards=[admin_only], after_response=forget_agents)
     return build_service_app(
         service_name="kappi",

@@ -20,7 +20,7 @@ from common.config import Settings
 from common.db import SingleConnectionDatabase
 from common.errors import InvalidInput
 from common.http.app import build_service_app
-from common.http.security import admin_only, authenticated
+from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
 
 AppFactory = Callable[..., Litestar]
@@ -131,7 +131,7 @@ async def guarded(
         settings=settings,
         database=db,
         route_handlers=[
-            Router("/", route_handlers=[whoami], guards=[authenticated]),
+            Router("/", route_handlers=[whoami], before_request=authenticate_request),
             Router("/", route_handlers=[admin_thing], guards=[admin_only]),
             boom,
             crash,

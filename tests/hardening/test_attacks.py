@@ -27,12 +27,14 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from litestar import Litestar
+from litestar.routes import HTTPRoute
 
 from chonkit.app import create_app as create_chonkit
 from common.auth import mint_dev_token
 from common.clients import SharedClients
 from common.config import Settings, load_settings
 from common.db import SingleConnectionDatabase
+from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
 from tests.conftest import TEST_SECRET, AppClient
 from tests.hardening.conftest import QUESTION, World, assert_no_leak, fill_path, is_public, operations
@@ -277,6 +279,21 @@ async def test_every_non_public_route_is_401_without_a_token(
     for method, template in routes:
         result = await _probe(client, method, fill_path(template, _path_values(world)), {"Authorization": ""}, world)
         assert result == (401, "missing_token"), (method, template, result)
+
+
+def test_every_non_public_kappi_route_resolves_to_an_authentication_check(settings: Settings) -> None:
+    """Users' routes authenticate in a router hook, which a hook set closer to a route would silently replace
+    (guards add up; hooks do not): each route must still resolve to ours, or carry the admin guard."""
+    app = create_kappi(settings)
+    checked = 0
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute) or is_public(route.path):
+            continue
+        for handler in route.route_handlers:
+            admin = admin_only in handler.resolve_guards()
+            assert admin or handler.resolve_before_request() is authenticate_request, (route.path, handler)
+            checked += 1
+    assert checked >= 20
 
 
 # -- through another user's chat -------------------------------------------------------------------------------
