@@ -13,6 +13,7 @@ from litestar import Litestar
 from chonkit.app import create_app as create_chonkit
 from common.clients import SharedClients
 from common.config import Settings
+from common.http.app import AccessLog
 from common.logs import configure_logging
 from console.app import create_app as create_console
 from kappi.app import create_app as create_kappi
@@ -28,14 +29,16 @@ KEEP_ALIVE_SECONDS = 75
 httpx's, and a loop stalled across that moment closed connections with a request already on them (the soak)."""
 
 
-def build_asgi(settings: Settings, services: Sequence[str]) -> ServiceHost | Litestar:
+def build_asgi(settings: Settings, services: Sequence[str]) -> AccessLog:
     """One service at ``/``, or several under ``/<name>`` on one port, sharing embedders and vector stores,
-    with the console at ``/``."""
+    with the console at ``/``; every request logged."""
     clients = SharedClients(settings)
     if len(services) == 1:
-        return SERVICES[services[0]](settings, clients=clients)
+        return AccessLog(SERVICES[services[0]](settings, clients=clients))
     console = create_console(settings, services={name: f"/{name}" for name in services})
-    return ServiceHost({name: SERVICES[name](settings, clients=clients) for name in services}, fallback=console)
+    return AccessLog(
+        ServiceHost({name: SERVICES[name](settings, clients=clients) for name in services}, fallback=console)
+    )
 
 
 class Stopped(Exception):

@@ -1,22 +1,21 @@
-"""The skeleton both services are built on: state, lifespan, dependencies, errors, OpenAPI and request logs."""
+"""The skeleton both services are built on: state, lifespan, dependencies, errors, OpenAPI, and the request log
+wrapped around whatever ``ragu serve`` serves."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
-from litestar.enums import ScopeType
-from litestar.middleware import ASGIMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
-from litestar.types import ASGIApp, ControllerRouterHandler, Message, Receive, Scope, Send
+from litestar.types import ControllerRouterHandler
 
 from common.auth import Authenticator
 from common.config import Settings
@@ -29,6 +28,12 @@ from common.http.system import SystemController
 access_log = logging.getLogger("ragu.access")
 
 Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]
+# Plain ASGI types for a wrapper that sees every scope type (Litestar's types exclude lifespan).
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]  # Litestar apps and plain ones alike
 
 
 async def provide_connection(state: State) -> AsyncIterator[Connection]:
@@ -38,14 +43,22 @@ async def provide_connection(state: State) -> AsyncIterator[Connection]:
         yield conn
 
 
-class AccessLogMiddleware(ASGIMiddleware):
-    """One structured line per request: method, path, status and duration."""
+class AccessLog:
+    """One structured line per HTTP request (method, path, status, duration), wrapped around a whole ASGI app.
 
-    scopes = (ScopeType.HTTP,)
+    Outside the app rather than Litestar middleware, which runs only for paths a route matches: this also
+    logs unknown paths (404) and the console and index of ``ragu serve all``.
+    """
 
-    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         started = time.perf_counter()
-        status = 500
+        status = 500  # what the client gets when the app fails before it starts a response
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -54,7 +67,7 @@ class AccessLogMiddleware(ASGIMiddleware):
             await send(message)
 
         try:
-            await next_app(scope, receive, send_wrapper)
+            await self.app(scope, receive, send_wrapper)
         finally:
             access_log.info(
                 "%s %s %s",
@@ -109,7 +122,6 @@ def build_service_app(
         lifespan=[open_database, *lifespans],
         dependencies={"conn": Provide(provide_connection), "principal": Provide(provide_principal)},
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[AccessLogMiddleware()],
         openapi_config=OpenAPIConfig(
             title=title,
             version="0.1.0",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -19,7 +20,7 @@ from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
 from common.errors import InvalidInput
-from common.http.app import build_service_app
+from common.http.app import AccessLog, build_service_app
 from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
 
@@ -199,3 +200,31 @@ async def test_unexpected_errors_leak_nothing(guarded: httpx.AsyncClient) -> Non
     assert response.status_code == 500
     assert response.json()["code"] == "internal"
     assert "secret" not in response.text
+
+
+async def test_the_access_log_has_a_line_for_every_request_with_its_status(
+    settings: Settings, db: SingleConnectionDatabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Answered, refused by an exception handler, and paths no route knows alike, each with its duration."""
+    app = build_service_app(
+        service_name="test",
+        title="t",
+        description="t",
+        settings=settings,
+        database=db,
+        route_handlers=[Router("/", route_handlers=[whoami], before_request=authenticate_request), boom],
+    )
+    transport = httpx.ASGITransport(app=AccessLog(app))
+    caplog.set_level(logging.INFO, logger="ragu.access")
+    async with httpx.AsyncClient(transport=transport, base_url="http://ragu.test") as client:
+        statuses = [
+            (await client.get("/me", headers=_bearer(settings))).status_code,
+            (await client.get("/me")).status_code,
+            (await client.get("/boom")).status_code,
+            (await client.get("/nowhere")).status_code,
+        ]
+    assert statuses == [200, 401, 422, 404]
+    lines = [r for r in caplog.records if r.name == "ragu.access"]
+    assert [r.getMessage() for r in lines] == ["GET /me 200", "GET /me 401", "GET /boom 422", "GET /nowhere 404"]
+    assert [r.__dict__["status"] for r in lines] == statuses
+    assert all(r.__dict__["duration_ms"] >= 0 for r in lines)
