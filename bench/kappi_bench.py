@@ -31,7 +31,9 @@ a second server started with ``RAGU_RESIDENT_MAX_CHUNKS=0``, so every search run
 kappi's in-memory copies (``common.vectors.resident``) — the same data in the same run, reported as a ratio;
 (b) *in-process embedding*: every request a different question (SciFact claims and "What is known about
 <title>?", 5,000 distinct, none seen before, more than the cache's 2,048), so every request embeds. Each
-runs after a warm-up run; (b) warms up on questions of its own. The embedder's own rate is sequential
+runs after a warm-up run; (b) warms up on questions of its own. The floors: ``GET /health`` at c=16 on
+the same server (what uvicorn and Litestar cost a request that does nothing) and the HNSW walks' share of
+the profiled run, beside the per-request budget each target leaves. The embedder's own rate is sequential
 ``embed_query`` calls on one thread on core 0 (the server idle), on (b)'s first questions. Each run also
 reports the CPU time kappi and PostgreSQL spent per request (so which core bounds the rate, whatever else
 runs on the machine) and, for (a), (a'') and (b), PostgreSQL's sequential and index scans of the
