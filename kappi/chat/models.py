@@ -63,7 +63,10 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     id: UUID
     role: Literal["user", "assistant"]
     content: str
-    status: Literal["complete", "error", "cancelled"]
+    status: Literal["pending", "complete", "error", "cancelled"]
+    """An answer is ``pending`` from its question until it ends; one that never ended (its process died, or
+    the database was away when it did) reads as ``error`` ``answer_interrupted`` once it is older than
+    :data:`kappi.chat.service.ANSWER_DEADLINE_SECONDS`."""
     agent_version: int | None
     citations: list[Citation]
     usage: Usage | None

@@ -96,6 +96,43 @@ class ChatRepository:
         await self.conn.execute("UPDATE kappi.chats SET updated_at = now() WHERE id = $1", chat_id)
         return msgspec.convert(dict(record or {}), Message)
 
+    async def finish_message(
+        self,
+        message_id: UUID,
+        content: str,
+        *,
+        status: str,
+        citations: list[Citation],
+        usage: Usage,
+        timings: Timings,
+        error_code: str | None,
+    ) -> Message | None:
+        """Complete a ``pending`` answer in place; ``None`` when there is none (its chat was deleted meanwhile)."""
+        record = await self.conn.fetchrow(
+            """UPDATE kappi.messages
+               SET content = $2, status = $3, citations = $4, usage = $5, timings = $6, error_code = $7
+               WHERE id = $1 AND status = 'pending'
+               RETURNING id, role, content, status, agent_version, citations, usage, timings, error_code, created_at""",
+            message_id,
+            content,
+            status,
+            _builtins(citations),
+            _builtins(usage),
+            _builtins(timings),
+            error_code,
+        )
+        if record is None:
+            return None
+        await self.conn.execute(
+            "UPDATE kappi.chats SET updated_at = now() WHERE id = (SELECT chat_id FROM kappi.messages WHERE id = $1)",
+            message_id,
+        )
+        return msgspec.convert(dict(record), Message)
+
+    async def message(self, message_id: UUID) -> Message | None:
+        record = await self.conn.fetchrow(_MESSAGE + " WHERE id = $1", message_id)
+        return None if record is None else msgspec.convert(dict(record), Message)
+
 
 def _builtins(value: Any) -> Any:
     return None if value is None else msgspec.to_builtins(value)

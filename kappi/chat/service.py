@@ -12,6 +12,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
@@ -33,6 +34,9 @@ from kappi.retrieval.service import Retrieval, Retriever
 
 HISTORY_MESSAGES = 6
 """Recent messages (three turns) sent with a follow-up question."""
+ANSWER_DEADLINE_SECONDS = 600.0
+"""A ``pending`` answer older than this is shown as interrupted: its process died or could not save it. An
+answer still streaming past it (an LLM may stream for as long as it keeps sending) is completed as usual."""
 
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,6 +50,8 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
     groups: frozenset[str]
     chat: Chat | None = None
     question: Message | None = None
+    answer_id: UUID | None = None
+    """The ``pending`` answer stored with the question, completed when the answer ends."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,7 +111,8 @@ class ChatService:
 
     async def detail(self, chat_id: UUID, principal: Principal) -> ChatDetail:
         chat = await self.get(chat_id, principal)
-        return ChatDetail(chat=chat, messages=await self.withhold(await self.chats.messages(chat.id), principal.groups))
+        messages = _settled(await self.chats.messages(chat.id))
+        return ChatDetail(chat=chat, messages=await self.withhold(messages, principal.groups))
 
     async def withhold(self, messages: list[Message], groups: frozenset[str]) -> list[Message]:
         """Answers that cite a collection these groups may not read now — its groups changed, or it is gone —
@@ -147,6 +154,10 @@ class ChatService:
             ChatMessage(role=m.role, content=m.content) for m in recent if m.status == "complete" and not m.withheld
         ]
         question = await self.chats.add_message(uuid.uuid4(), chat.id, "user", content)
+        # Stored with the question, so no question is ever left without an answer, whatever happens next.
+        answer = await self.chats.add_message(
+            uuid.uuid4(), chat.id, "assistant", "", status="pending", agent_version=agent.config.version
+        )
         return Prepared(
             chat=chat,
             agent=agent,
@@ -155,6 +166,7 @@ class ChatService:
             text=content,
             history=history,
             groups=principal.groups,
+            answer_id=answer.id,
         )
 
 
@@ -207,7 +219,6 @@ class Answerer:
                     saved = await asyncio.shield(
                         self._save(
                             prepared,
-                            uuid.uuid4(),
                             content="".join(parts),
                             status=status,
                             citations=citations,
@@ -239,11 +250,13 @@ class Answerer:
         """The non-streaming variant: the same pipeline, collected; errors are raised as they are."""
         async for _ in self.events(prepared, reraise=True):
             pass
-        if prepared.chat is None or prepared.question is None:
+        if prepared.question is None or prepared.answer_id is None:
             raise ValueError("answer() needs a chat; use query() for stateless questions")
         async with self.db.transaction() as conn:
-            messages = await ChatRepository(conn).messages(prepared.chat.id, limit=1)
-        return Answer(question=prepared.question, answer=messages[-1])
+            answer = await ChatRepository(conn).message(prepared.answer_id)
+        if answer is None:  # the chat was deleted while it was being answered
+            raise NotFound("No such chat any more.", code="chat_not_found")
+        return Answer(question=prepared.question, answer=answer)
 
     async def query(self, prepared: Prepared) -> QueryAnswer:
         """A stateless answer (nothing stored): the same retrieval, access checks and LLM as a chat, collected
@@ -274,7 +287,6 @@ class Answerer:
         timings = Timings(embed_ms=0.0, search_ms=0.0, llm_ms=0.0, total_ms=0.0)
         await self._save(
             prepared,
-            uuid.uuid4(),
             content="",
             status="cancelled",
             citations=[],
@@ -286,7 +298,6 @@ class Answerer:
     async def _save(
         self,
         prepared: Prepared,
-        answer_id: UUID,
         *,
         content: str,
         status: str,
@@ -294,22 +305,31 @@ class Answerer:
         usage: Usage,
         timings: Timings,
         error_code: str | None,
-    ) -> Message:
-        if prepared.chat is None:
+    ) -> Message | None:
+        """Complete the question's ``pending`` answer; ``None`` if its chat was deleted meanwhile."""
+        if prepared.answer_id is None:
             raise ValueError("nothing to save a stateless answer to")
         async with self.db.transaction() as conn:
-            return await ChatRepository(conn).add_message(
-                answer_id,
-                prepared.chat.id,
-                "assistant",
+            return await ChatRepository(conn).finish_message(
+                prepared.answer_id,
                 content,
                 status=status,
-                agent_version=prepared.config.version,
                 citations=citations,
                 usage=usage,
                 timings=timings,
                 error_code=error_code,
             )
+
+
+def _settled(messages: list[Message]) -> list[Message]:
+    """Answers pending past :data:`ANSWER_DEADLINE_SECONDS` as what they are: interrupted."""
+    deadline = datetime.now(UTC) - timedelta(seconds=ANSWER_DEADLINE_SECONDS)
+    return [
+        msgspec.structs.replace(m, status="error", error_code="answer_interrupted")
+        if m.status == "pending" and m.created_at < deadline
+        else m
+        for m in messages
+    ]
 
 
 def _usage(reported: LlmUsage) -> Usage:

@@ -22,6 +22,8 @@ from common.vectors.pgvector import open_pool
 from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentPgVectorStore
 from kappi.app import create_app as create_kappi
+from kappi.chat import service as chat_service
+from kappi.chat.repository import ChatRepository
 from kappi.llm.base import LlmEvent, LlmRequest
 from kappi.llm.extractive import ExtractiveProvider
 from tests.chonkit.conftest import drain
@@ -449,3 +451,46 @@ async def test_answers_that_cite_a_collection_the_user_can_no_longer_read_are_wi
     finance = as_user(settings, "alice", "finance")
     again = (await kappi.get(f"/chats/{chat['id']}", headers=finance)).json()["messages"][1]
     assert (again["withheld"], again["content"]) == (False, quoted)
+
+
+async def test_an_answer_is_stored_with_its_question_and_completed_in_place(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    user = as_user(settings, "pia", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=user)).json()
+    response = await kappi.post(f"/chats/{chat['id']}/messages/stream", json={"content": QUESTION}, headers=user)
+    done = dict(sse_events(response.text))["done"]
+    messages = (await kappi.get(f"/chats/{chat['id']}", headers=user)).json()["messages"]
+    assert [(m["role"], m["status"]) for m in messages] == [("user", "complete"), ("assistant", "complete")]
+    assert messages[1]["id"] == done["message_id"]
+    assert messages[1]["citations"]
+    assert messages[1]["content"]
+
+
+async def test_an_answer_that_never_ended_reads_as_interrupted_after_the_deadline(
+    kappi: httpx.AsyncClient,
+    world: World,
+    settings: Settings,
+    db: SingleConnectionDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a process killed mid-answer, or a database away when the answer ended, leaves behind: the question
+    with its answer still pending. It is never a question without an answer."""
+    user = as_user(settings, "pia", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=user)).json()
+    async with db.transaction() as conn:
+        chats = ChatRepository(conn)
+        await chats.add_message(uuid.uuid4(), uuid.UUID(chat["id"]), "user", QUESTION)
+        await chats.add_message(uuid.uuid4(), uuid.UUID(chat["id"]), "assistant", "", status="pending")
+
+    async def history() -> list[tuple[str, str, str | None]]:
+        messages = (await kappi.get(f"/chats/{chat['id']}", headers=user)).json()["messages"]
+        return [(m["role"], m["status"], m["error_code"]) for m in messages]
+
+    assert await history() == [("user", "complete", None), ("assistant", "pending", None)]
+    monkeypatch.setattr(chat_service, "ANSWER_DEADLINE_SECONDS", 0.0)
+    assert await history() == [("user", "complete", None), ("assistant", "error", "answer_interrupted")]
+    # The next question is answered, and the interrupted one is not part of what the LLM reads as history.
+    asked = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=user)
+    assert asked.status_code == 200, asked.text
+    assert (await history())[2:] == [("user", "complete", None), ("assistant", "complete", None)]
