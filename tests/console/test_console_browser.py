@@ -15,12 +15,15 @@ few tests that provoke a refusal allow exactly that one logged HTTP error.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -389,6 +392,40 @@ def test_user_chats_renames_and_deletes_with_the_keyboard_only(platform: str, br
     expect(page.get_by_text("No chats yet. Start one with an agent.")).to_be_visible()
     assert user.dialogs == ["Delete the chat “Parental leave”?"]
     assert httpx.get(f"{platform}/kappi/chats", headers=_bearer(platform, "carol")).json() == []
+    assert user.close() == []
+
+
+def test_an_answer_stopped_before_it_began_reads_as_stopped(platform: str, browser: Any) -> None:
+    """A question whose client left at once keeps an empty, cancelled answer: the chat says it was stopped,
+    not that nothing in the documents matched. The question goes out on a raw socket closed at once."""
+    from playwright.sync_api import expect
+
+    agent = Api(platform).agent("Stopper")
+    headers = _bearer(platform, "dave")
+    chat = httpx.post(f"{platform}/kappi/chats", json={"agent_id": agent["id"]}, headers=headers).json()
+    body = json.dumps({"content": "Is anyone there?"}).encode()
+    head = (
+        f"POST /kappi/chats/{chat['id']}/messages/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: {headers['Authorization']}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", urlsplit(platform).port or 80)) as raw:
+        raw.sendall(head.encode() + body)
+    deadline = time.monotonic() + 10
+    while not (messages := httpx.get(f"{platform}/kappi/chats/{chat['id']}", headers=headers).json()["messages"]) or (
+        messages[-1]["status"] == "pending"
+    ):
+        assert time.monotonic() < deadline, messages
+        time.sleep(0.1)
+    assert [(m["role"], m["status"]) for m in messages] == [("user", "complete"), ("assistant", "cancelled")]
+
+    user = Console(browser, platform)
+    page = user.page
+    user.sign_in("dave")
+    page.get_by_role("link", name=re.compile("^Chat with Stopper")).click()
+    stopped = page.locator(".msg.assistant[data-status=cancelled]")
+    expect(stopped).to_have_text("This answer was stopped before it finished.")
+    expect(page.get_by_text(re.compile("^No sources: "))).to_have_count(0)
     assert user.close() == []
 
 

@@ -165,6 +165,12 @@ function messageView(msg, download) {
     return h("div", { class: "msg assistant", "data-status": "withheld" },
       h("p", { class: "no-sources", role: "note" }, "This answer is hidden: it quoted documents you can no longer read."));
   }
+  const unfinished = { pending: "This answer is still being written; reload to see it.",
+    cancelled: "This answer was stopped before it finished." }[msg.status];
+  if (unfinished && !msg.content) {
+    return h("div", { class: "msg assistant", "data-status": msg.status },
+      h("p", { class: "no-sources", role: "note" }, unfinished));
+  }
   return h("div", { class: "msg assistant", "data-status": msg.status },
     h("div", { class: "answer-text" }, msg.content),
     msg.status === "error" ? h("p", { class: "error" }, `This answer failed (${msg.error_code}).`) : null,
