@@ -121,11 +121,8 @@ async def crash() -> None:
     raise RuntimeError("secret internals")
 
 
-@pytest.fixture
-async def guarded(
-    settings: Settings, db: SingleConnectionDatabase, app_client: AppClient
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = build_service_app(
+def _guarded_app(settings: Settings, db: SingleConnectionDatabase) -> Litestar:
+    return build_service_app(
         service_name="test",
         title="t",
         description="t",
@@ -138,6 +135,13 @@ async def guarded(
             crash,
         ],
     )
+
+
+@pytest.fixture
+async def guarded(
+    settings: Settings, db: SingleConnectionDatabase, app_client: AppClient
+) -> AsyncIterator[httpx.AsyncClient]:
+    app = _guarded_app(settings, db)
     async with app_client(app) as test_client:
         yield test_client
 
@@ -206,15 +210,7 @@ async def test_the_access_log_has_a_line_for_every_request_with_its_status(
     settings: Settings, db: SingleConnectionDatabase, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Answered, refused by an exception handler, and paths no route knows alike, each with its duration."""
-    app = build_service_app(
-        service_name="test",
-        title="t",
-        description="t",
-        settings=settings,
-        database=db,
-        route_handlers=[Router("/", route_handlers=[whoami], before_request=authenticate_request), boom],
-    )
-    transport = httpx.ASGITransport(app=AccessLog(app))
+    transport = httpx.ASGITransport(app=AccessLog(_guarded_app(settings, db)))
     caplog.set_level(logging.INFO, logger="ragu.access")
     async with httpx.AsyncClient(transport=transport, base_url="http://ragu.test") as client:
         statuses = [
