@@ -1,11 +1,15 @@
 """Kappi learns every collection from its identity record, read live from the vector store.
 
 A short cache (``ttl_seconds``, default 0.5 s; async-lru, so the questions arriving while a record is
-being read share that one read) keeps the per-question cost of several collections low. It is safe
-because every search also filters on the chunks' own copy of ``groups`` (see :mod:`kappi.access.policy`),
-so a stale entry can never widen what a user reads — and a group removed in chonkit stops matching as
-soon as the chunks say so: at once in PostgreSQL, and in kappi's in-memory copy of a pgvector collection
-as soon as the write's change notice arrives (milliseconds; ``common.vectors.resident``).
+being read share that one read) keeps the per-question cost of several collections low. It is safe for a
+question because every search also filters on the chunks' own copy of ``groups`` (see
+:mod:`kappi.access.policy`), so a stale entry can never widen what a user reads — and a group removed in
+chonkit stops matching as soon as the chunks say so: at once in PostgreSQL, and in kappi's in-memory copy
+of a pgvector collection as soon as the write's change notice arrives (milliseconds;
+``common.vectors.resident``).
+
+Whatever has no second check reads live instead (:meth:`IdentityReader.read_live`): the history of a chat
+is decided by the identity alone, so a cached entry there could show a revoked answer until it expired.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ class IdentityReader:
         if all(entry is not None and entry[0] > now for entry in fresh):
             return [entry[1] for entry in fresh if entry is not None]
         return list(await asyncio.gather(*(self.read(provider, name) for provider, name in keys)))
+
+    async def read_live(self, keys: Sequence[tuple[str, str]]) -> list[IdentityStatus]:
+        """Several records read now, bypassing the cache: for decisions no chunk filter double-checks."""
+        return list(await asyncio.gather(*(self._status(provider, name) for provider, name in keys)))
 
     async def _read(self, vector_provider: str, name: str) -> IdentityStatus:
         expires = time.monotonic() + self.ttl

@@ -21,6 +21,7 @@ import msgspec
 from common.auth import Principal
 from common.db import Database
 from common.errors import AppError, NotFound
+from kappi.access.identities import IdentityReader
 from kappi.access.policy import agent_visible, readable
 from kappi.agent.models import Agent, AgentVersion
 from kappi.agent.repository import AgentRepository
@@ -82,6 +83,27 @@ def visible(agent: AgentT | None, agent_id: UUID, principal: Principal) -> Agent
     return agent
 
 
+async def withhold(messages: list[Message], groups: frozenset[str], identities: IdentityReader) -> list[Message]:
+    """Answers that cite a collection these groups may not read now — its groups changed, or it is gone — come
+    back without their text and citations. History shows what the user may read today, and a revocation applies
+    to past answers as it does to the next question. Identities are read live: no chunk filter stands behind
+    this decision, so a cached identity could show a revoked answer."""
+    cited = sorted({(c.vector_provider, c.collection) for m in messages for c in m.citations})
+    if not cited:
+        return messages
+    statuses = await identities.read_live(cited)
+    readable_now = {
+        key for key, status in zip(cited, statuses, strict=True)
+        if status.identity is not None and readable(status.identity, groups)
+    }  # fmt: skip
+    return [
+        m
+        if all((c.vector_provider, c.collection) in readable_now for c in m.citations)
+        else msgspec.structs.replace(m, content="", citations=[], withheld=True)
+        for m in messages
+    ]
+
+
 class ChatService:
     def __init__(self, chats: ChatRepository, agents: AgentRepository, retriever: Retriever, llms: LlmRegistry) -> None:
         self.chats = chats
@@ -112,26 +134,7 @@ class ChatService:
     async def detail(self, chat_id: UUID, principal: Principal) -> ChatDetail:
         chat = await self.get(chat_id, principal)
         messages = _settled(await self.chats.messages(chat.id))
-        return ChatDetail(chat=chat, messages=await self.withhold(messages, principal.groups))
-
-    async def withhold(self, messages: list[Message], groups: frozenset[str]) -> list[Message]:
-        """Answers that cite a collection these groups may not read now — its groups changed, or it is gone —
-        come back without their text and citations. History shows what the user may read today, and a
-        revocation applies to past answers as it does to the next question."""
-        cited = sorted({(c.vector_provider, c.collection) for m in messages for c in m.citations})
-        if not cited:
-            return messages
-        statuses = await self.retriever.identities.read_many(cited)
-        readable_now = {
-            key for key, status in zip(cited, statuses, strict=True)
-            if status.identity is not None and readable(status.identity, groups)
-        }  # fmt: skip
-        return [
-            m
-            if all((c.vector_provider, c.collection) in readable_now for c in m.citations)
-            else msgspec.structs.replace(m, content="", citations=[], withheld=True)
-            for m in messages
-        ]
+        return ChatDetail(chat=chat, messages=await withhold(messages, principal.groups, self.retriever.identities))
 
     async def mine(self, principal: Principal, limit: int, offset: int) -> list[Chat]:
         return await self.chats.of_owner(principal.subject, limit, offset)
@@ -149,7 +152,9 @@ class ChatService:
         """Check access and store the question (committed before any streaming starts)."""
         chat = await self.get(chat_id, principal)
         agent = await self.visible_agent(chat.agent_id, principal)
-        recent = await self.withhold(await self.chats.messages(chat.id, limit=HISTORY_MESSAGES), principal.groups)
+        recent = await withhold(
+            await self.chats.messages(chat.id, limit=HISTORY_MESSAGES), principal.groups, self.retriever.identities
+        )
         history = [
             ChatMessage(role=m.role, content=m.content) for m in recent if m.status == "complete" and not m.withheld
         ]

@@ -7,6 +7,9 @@ check alone must hold. Each runs on two stores: Qdrant in its local mode, and pg
 collections searched in this process's memory (``ResidentPgVectorStore``: each example waits until every
 collection's copy is in service, and checks afterwards that the searches were answered from it). The stores
 live in a private event loop, so the property can be a plain synchronous Hypothesis test.
+
+A chat's history has a single check (stored answers have no chunk filter behind them): its property checks
+that a reader holding identities cached a moment earlier still decides from the live ones.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentPgVectorStore
 from kappi.access.identities import IdentityReader
 from kappi.agent.models import Assignment
+from kappi.chat.models import Citation, Message
+from kappi.chat.service import withhold
 from kappi.retrieval.service import QueryVectors, Retriever
 from schemas.models import Identity
 
@@ -200,3 +205,61 @@ def test_no_chunk_from_a_collection_outside_the_users_groups(
     assert set(found) <= allowed
     # and nothing allowed is lost: every allowed collection returns all its chunks
     assert sorted(found) == sorted(n for n in allowed for _ in range(CHUNKS_PER_COLLECTION))
+
+
+def _answer_citing(names: list[str], provider: str) -> Message:
+    citations = [
+        Citation(
+            citation=n,
+            collection=name,
+            vector_provider=provider,
+            document_id=str(uuid.uuid4()),
+            document_name=None,
+            page_start=None,
+            page_end=None,
+            text=f"{name} chunk",
+            score=1.0,
+        )
+        for n, name in enumerate(names, start=1)
+    ]
+    return Message(
+        id=uuid.uuid4(),
+        role="assistant",
+        content="an answer",
+        status="complete",
+        agent_version=1,
+        citations=citations,
+        usage=None,
+        timings=None,
+        error_code=None,
+        created_at=datetime.now(UTC),
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=scenarios, after=st.fixed_dictionaries(dict.fromkeys(COLLECTIONS, group_sets)))
+def test_history_shows_an_answer_only_while_every_collection_it_cites_is_readable(
+    world: World, before: dict[str, Any], after: dict[str, list[str]]
+) -> None:
+    """History has one check, the identity (stored answers have no chunk filter behind them), so it must read
+    identities as they are now: a reader that cached them a moment ago (60 s TTL) may not decide it."""
+    user_groups: frozenset[str] = before["user_groups"]
+    identities = IdentityReader(world.vectors, ttl_seconds=60)
+    keys = [(world.provider, name) for name in COLLECTIONS]
+    for name, collection_groups in before["collection_groups"].items():
+        world.run(world.store.set_groups(name, collection_groups))
+    world.run(identities.read_many(keys))  # cached as they were
+    for name, collection_groups in after.items():
+        world.run(world.store.set_groups(name, collection_groups))
+    answers = [_answer_citing([name], world.provider) for name in COLLECTIONS]
+    answers.append(_answer_citing(before["assigned"], world.provider))
+
+    shown = world.run(withhold(answers, user_groups, identities))
+
+    def allowed(name: str) -> bool:
+        return not after[name] or bool(user_groups.intersection(after[name]))
+
+    for answer, seen in zip(answers, shown, strict=True):
+        expected = all(allowed(c.collection) for c in answer.citations)
+        assert seen.withheld is not expected
+        assert (seen.content, seen.citations) == ((answer.content, answer.citations) if expected else ("", []))
