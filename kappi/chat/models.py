@@ -27,8 +27,24 @@ class Question(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 class Chat(msgspec.Struct, frozen=True, kw_only=True):
     id: UUID
     agent_id: UUID
-    agent_name: str
+    agent_name: str | None
+    """``None`` once the user may no longer use the agent: they learn nothing about it after that."""
+    agent_available: bool
     title: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ChatRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A chat as stored, with what decides whether its owner may still see its agent."""
+
+    id: UUID
+    agent_id: UUID
+    agent_name: str
+    agent_groups: list[str]
+    agent_active: bool
+    title: str | None
+    """``None`` until the first question names the chat (unless its owner named it)."""
     created_at: datetime
     updated_at: datetime
 

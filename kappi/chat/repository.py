@@ -9,9 +9,10 @@ from uuid import UUID
 import msgspec
 
 from common.db.database import Connection
-from kappi.chat.models import Chat, Citation, Message, Timings, Usage
+from kappi.chat.models import ChatRow, Citation, Message, Timings, Usage
 
-_CHAT = """SELECT c.id, c.agent_id, a.name AS agent_name, c.title, c.created_at, c.updated_at
+_CHAT = """SELECT c.id, c.agent_id, a.name AS agent_name, a.groups AS agent_groups, a.active AS agent_active,
+                  c.title, c.created_at, c.updated_at
            FROM kappi.chats c JOIN kappi.agents a ON a.id = c.agent_id"""
 _MESSAGE = """SELECT id, role, content, status, agent_version, citations, usage, timings, error_code, created_at
               FROM kappi.messages"""
@@ -21,7 +22,7 @@ class ChatRepository:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    async def create(self, chat_id: UUID, agent_id: UUID, owner: str, title: str) -> None:
+    async def create(self, chat_id: UUID, agent_id: UUID, owner: str, title: str | None) -> None:
         await self.conn.execute(
             "INSERT INTO kappi.chats (id, agent_id, owner, title) VALUES ($1, $2, $3, $4)",
             chat_id,
@@ -30,15 +31,18 @@ class ChatRepository:
             title,
         )
 
-    async def get(self, chat_id: UUID, owner: str) -> Chat | None:
+    async def get(self, chat_id: UUID, owner: str) -> ChatRow | None:
         record = await self.conn.fetchrow(_CHAT + " WHERE c.id = $1 AND c.owner = $2", chat_id, owner)
-        return None if record is None else msgspec.convert(dict(record), Chat)
+        return None if record is None else msgspec.convert(dict(record), ChatRow)
 
-    async def of_owner(self, owner: str, limit: int, offset: int) -> list[Chat]:
+    async def of_owner(self, owner: str, limit: int, offset: int) -> list[ChatRow]:
         records = await self.conn.fetch(
             _CHAT + " WHERE c.owner = $1 ORDER BY c.updated_at DESC, c.id LIMIT $2 OFFSET $3", owner, limit, offset
         )
-        return [msgspec.convert(dict(r), Chat) for r in records]
+        return [msgspec.convert(dict(r), ChatRow) for r in records]
+
+    async def title_if_untitled(self, chat_id: UUID, title: str) -> None:
+        await self.conn.execute("UPDATE kappi.chats SET title = $2 WHERE id = $1 AND title IS NULL", chat_id, title)
 
     async def rename(self, chat_id: UUID, owner: str, title: str) -> bool:
         status = await self.conn.execute(

@@ -25,7 +25,7 @@ from kappi.access.identities import IdentityReader
 from kappi.access.policy import agent_visible, readable
 from kappi.agent.models import Agent, AgentVersion
 from kappi.agent.repository import AgentRepository
-from kappi.chat.models import Answer, Chat, ChatDetail, Citation, Message, QueryAnswer, Timings, Usage
+from kappi.chat.models import Answer, Chat, ChatDetail, ChatRow, Citation, Message, QueryAnswer, Timings, Usage
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmEvent, LlmRequest, Passage, Token
 from kappi.llm.base import Usage as LlmUsage
@@ -35,6 +35,9 @@ from kappi.retrieval.service import Retrieval, Retriever
 
 HISTORY_MESSAGES = 6
 """Recent messages (three turns) sent with a follow-up question."""
+UNTITLED = "New chat"
+TITLE_CHARS = 80
+"""Longest title taken from a first question; longer ones are cut at a word and end in an ellipsis."""
 ANSWER_DEADLINE_SECONDS = 600.0
 """A ``pending`` answer older than this is shown as interrupted: its process died or could not save it. An
 answer still streaming past it (an LLM may stream for as long as it keeps sending) is completed as usual."""
@@ -122,14 +125,14 @@ class ChatService:
     async def create(self, agent_id: UUID, title: str | None, principal: Principal) -> Chat:
         agent = await self.visible_agent(agent_id, principal)
         chat_id = uuid.uuid4()
-        await self.chats.create(chat_id, agent.id, principal.subject, title or f"Chat with {agent.name}")
+        await self.chats.create(chat_id, agent.id, principal.subject, title)
         return await self.get(chat_id, principal)
 
     async def get(self, chat_id: UUID, principal: Principal) -> Chat:
-        chat = await self.chats.get(chat_id, principal.subject)
-        if chat is None:
+        row = await self.chats.get(chat_id, principal.subject)
+        if row is None:
             raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
-        return chat
+        return _chat_view(row, principal)
 
     async def detail(self, chat_id: UUID, principal: Principal) -> ChatDetail:
         chat = await self.get(chat_id, principal)
@@ -137,7 +140,7 @@ class ChatService:
         return ChatDetail(chat=chat, messages=await withhold(messages, principal.groups, self.retriever.identities))
 
     async def mine(self, principal: Principal, limit: int, offset: int) -> list[Chat]:
-        return await self.chats.of_owner(principal.subject, limit, offset)
+        return [_chat_view(row, principal) for row in await self.chats.of_owner(principal.subject, limit, offset)]
 
     async def rename(self, chat_id: UUID, title: str, principal: Principal) -> Chat:
         if not await self.chats.rename(chat_id, principal.subject, title):
@@ -159,6 +162,7 @@ class ChatService:
             ChatMessage(role=m.role, content=m.content) for m in recent if m.status == "complete" and not m.withheld
         ]
         question = await self.chats.add_message(uuid.uuid4(), chat.id, "user", content)
+        await self.chats.title_if_untitled(chat.id, title_from(content))
         # Stored with the question, so no question is ever left without an answer, whatever happens next.
         answer = await self.chats.add_message(
             uuid.uuid4(), chat.id, "assistant", "", status="pending", agent_version=agent.config.version
@@ -324,6 +328,29 @@ class Answerer:
                 timings=timings,
                 error_code=error_code,
             )
+
+
+def _chat_view(row: ChatRow, principal: Principal) -> Chat:
+    """A chat as its owner may see it now: nothing about an agent they may no longer use, not even its name."""
+    available = row.agent_active and agent_visible(row.agent_groups, principal.groups)
+    return Chat(
+        id=row.id,
+        agent_id=row.agent_id,
+        agent_name=row.agent_name if available else None,
+        agent_available=available,
+        title=row.title or UNTITLED,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def title_from(question: str) -> str:
+    """A chat's title from its first question: its first line, whitespace collapsed, cut at a word."""
+    line = " ".join(question.strip().splitlines()[0].split()) if question.strip() else UNTITLED
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[: TITLE_CHARS - 1].rsplit(" ", 1)[0] if " " in line[: TITLE_CHARS - 1] else line[: TITLE_CHARS - 1]
+    return cut.rstrip(" ,.;:") + "…"
 
 
 def _settled(messages: list[Message]) -> list[Message]:

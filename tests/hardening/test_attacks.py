@@ -306,6 +306,7 @@ async def test_another_users_chat_history_and_messages_are_unreachable(
     chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
     answered = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)
     assert world.restricted["name"] in answered.text  # alice's history now holds the restricted passage
+    title = (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["title"]
     for method, path, body in [
         ("GET", f"/chats/{chat['id']}", None),
         ("PATCH", f"/chats/{chat['id']}", {"title": "mine"}),
@@ -318,7 +319,7 @@ async def test_another_users_chat_history_and_messages_are_unreachable(
         assert_no_leak(world, response)
     listing = await kappi.get("/chats", headers=mallory, params={"limit": 200})
     assert listing.json() == []
-    assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["title"] == chat["title"]
+    assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["title"] == title
 
 
 async def test_a_chat_id_of_someone_else_answers_like_one_that_does_not_exist(

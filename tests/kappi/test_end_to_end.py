@@ -209,6 +209,63 @@ async def test_chat_history_rename_delete(kappi: httpx.AsyncClient, world: World
     assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).status_code == 404
 
 
+async def test_a_chat_is_titled_from_its_first_question_unless_named(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    alice = as_user(settings, "alice", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    assert chat["title"] == "New chat"
+    long = "  How many   vacation days do I get\nafter five years? " + "Please be precise about it. " * 5
+    await kappi.post(f"/chats/{chat['id']}/messages", json={"content": long}, headers=alice)
+    await kappi.post(f"/chats/{chat['id']}/messages", json={"content": "And sick leave?"}, headers=alice)
+    titled = (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["title"]
+    assert titled == "How many vacation days do I get"
+    named = (await kappi.post("/chats", json={"agent_id": world.agent["id"], "title": "Leave"}, headers=alice)).json()
+    await kappi.post(f"/chats/{named['id']}/messages", json={"content": QUESTION}, headers=alice)
+    assert (await kappi.get(f"/chats/{named['id']}", headers=alice)).json()["chat"]["title"] == "Leave"
+    many = "word " * 40
+    cut = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    await kappi.post(f"/chats/{cut['id']}/messages", json={"content": many}, headers=alice)
+    title = (await kappi.get(f"/chats/{cut['id']}", headers=alice)).json()["chat"]["title"]
+    assert title.endswith("…")
+    assert len(title) <= 80
+    assert title.removesuffix("…").split() == ["word"] * 15
+
+
+async def test_a_hidden_agent_is_nameless_in_its_users_old_chats(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    """Hidden by its groups or deactivated, then renamed: the user's chats show neither its new name nor its old."""
+    admin, alice = as_user(settings, "root", admin=True), as_user(settings, "alice", "hr")
+    agent_id = world.agent["id"]
+    chat = (await kappi.post("/chats", json={"agent_id": agent_id}, headers=alice)).json()
+    assert (chat["agent_name"], chat["agent_available"]) == ("Helper", True)
+    for hide, show in [
+        ({"groups": ["exec"]}, {"groups": []}),
+        ("deactivate", "activate"),
+    ]:
+        if isinstance(hide, dict):
+            assert (await kappi.patch(f"/admin/agents/{agent_id}", json=hide, headers=admin)).status_code == 200
+        else:
+            assert (await kappi.post(f"/admin/agents/{agent_id}/{hide}", headers=admin)).status_code in (200, 204)
+        assert (
+            await kappi.patch(f"/admin/agents/{agent_id}", json={"name": "Board secrets"}, headers=admin)
+        ).is_success
+        assert (await kappi.get(f"/agents/{agent_id}", headers=alice)).status_code == 404
+        listed = await kappi.get("/chats", headers=alice)
+        detail = await kappi.get(f"/chats/{chat['id']}", headers=alice)
+        for response in (listed, detail):
+            assert "Board secrets" not in response.text
+            assert "Helper" not in response.text
+        assert (detail.json()["chat"]["agent_name"], detail.json()["chat"]["agent_available"]) == (None, False)
+        if isinstance(show, dict):
+            await kappi.patch(f"/admin/agents/{agent_id}", json={**show, "name": "Helper"}, headers=admin)
+        else:
+            await kappi.post(f"/admin/agents/{agent_id}/{show}", headers=admin)
+            await kappi.patch(f"/admin/agents/{agent_id}", json={"name": "Helper"}, headers=admin)
+        assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["agent_name"] == "Helper"
+
+
 async def test_admins_get_no_bypass_in_chat(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
     admin = as_user(settings, "root", admin=True)
     events = await _ask_streaming(kappi, admin, world.agent["id"])
