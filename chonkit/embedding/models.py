@@ -34,7 +34,7 @@ class JobItem(msgspec.Struct, frozen=True, kw_only=True):
     finished_at: datetime | None
 
 
-class Job(msgspec.Struct, frozen=True, kw_only=True):
+class JobSummary(msgspec.Struct, frozen=True, kw_only=True):
     id: UUID
     collection_id: UUID
     kind: Literal["embed", "remove"]
@@ -42,8 +42,22 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     cancel_requested: bool
     created_at: datetime
     progress: dict[str, int]
-    """Items per stage."""
+    """Items per stage, over the whole job."""
+    total: int
+    """Items in the job."""
+
+
+class Job(JobSummary, frozen=True, kw_only=True):
     items: list[JobItem]
+    """One page of the items, in job order (``GET /jobs/{id}`` takes ``limit``, ``offset`` and ``stage``)."""
+
+
+class JobUpdate(JobSummary, frozen=True, kw_only=True):
+    """One event of a job's stream. A job of thousands of documents changes a few items at a time, so
+    resending them all made every event megabytes long."""
+
+    items: list[JobItem]
+    """The items whose state changed since the previous event; none in the first (a snapshot of the counts)."""
 
 
 class JobCreated(msgspec.Struct, frozen=True, kw_only=True):

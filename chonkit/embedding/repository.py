@@ -10,8 +10,11 @@ from uuid import UUID
 
 import msgspec
 
-from chonkit.embedding.models import FINISHED, IN_FLIGHT, EmbeddingReport, Job, JobItem, JobStatus
+from chonkit.embedding.models import FINISHED, IN_FLIGHT, EmbeddingReport, Job, JobItem, JobStatus, Stage
 from common.db.database import Connection
+
+PAGE_SIZE = 100
+"""Items a job shows per page unless asked for another page size."""
 
 
 class ClaimedItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,20 +61,41 @@ class JobRepository:
             await self.conn.execute("DELETE FROM chonkit.jobs WHERE id = $1", job_id)
         return [d for d in document_ids if d not in created]
 
-    async def get(self, job_id: UUID) -> Job | None:
+    async def get(
+        self, job_id: UUID, *, limit: int | None = PAGE_SIZE, offset: int = 0, stage: Stage | None = None
+    ) -> Job | None:
+        """The job with its counts and one page of its items (``limit=None``: all of them)."""
         job = await self.conn.fetchrow(
             "SELECT id, collection_id, kind, cancel_requested, created_at FROM chonkit.jobs WHERE id = $1", job_id
         )
         if job is None:
             return None
+        counts = await self.conn.fetch(
+            "SELECT stage, count(*) AS n FROM chonkit.job_items WHERE job_id = $1 GROUP BY stage", job_id
+        )
         items = await self.conn.fetch(
             """SELECT i.document_id, d.name AS document_name, i.stage, i.error_code, i.error, i.attempts, i.chunks,
                       i.tokens, i.timings, i.started_at, i.finished_at
                FROM chonkit.job_items i LEFT JOIN chonkit.documents d ON d.id = i.document_id
-               WHERE i.job_id = $1 ORDER BY i.position""",
+               WHERE i.job_id = $1 AND ($2::text IS NULL OR i.stage = $2)
+               ORDER BY i.position LIMIT $3 OFFSET $4""",
             job_id,
+            stage,
+            limit,
+            offset,
         )
-        return self._job(job, items)
+        progress = {r["stage"]: r["n"] for r in counts}
+        return Job(
+            id=job["id"],
+            collection_id=job["collection_id"],
+            kind=job["kind"],
+            status=job_status(list(progress), job["cancel_requested"]),
+            cancel_requested=job["cancel_requested"],
+            created_at=job["created_at"],
+            progress=progress,
+            total=sum(progress.values()),
+            items=[msgspec.convert(dict(i), JobItem) for i in items],
+        )
 
     async def recent(self, collection_id: UUID | None, limit: int) -> list[Job]:
         rows = await self.conn.fetch(
@@ -82,23 +106,6 @@ class JobRepository:
         )
         jobs = [await self.get(r["id"]) for r in rows]
         return [j for j in jobs if j is not None]
-
-    @staticmethod
-    def _job(job: Any, items: Sequence[Any]) -> Job:
-        stages = [i["stage"] for i in items]
-        progress: dict[str, int] = {}
-        for stage in stages:
-            progress[stage] = progress.get(stage, 0) + 1
-        return Job(
-            id=job["id"],
-            collection_id=job["collection_id"],
-            kind=job["kind"],
-            status=job_status(stages, job["cancel_requested"]),
-            cancel_requested=job["cancel_requested"],
-            created_at=job["created_at"],
-            progress=progress,
-            items=[msgspec.convert(dict(i), JobItem) for i in items],
-        )
 
     async def cancel(self, job_id: UUID) -> None:
         """Queued items stop now; running ones stop at their next stage boundary."""

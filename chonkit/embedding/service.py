@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Callable
 from uuid import UUID
 
-from chonkit.embedding.models import EmbeddingReport, Job, JobCreated
-from chonkit.embedding.repository import JobRepository
+from chonkit.embedding.models import EmbeddingReport, Job, JobCreated, Stage
+from chonkit.embedding.repository import PAGE_SIZE, JobRepository
 from common.db.database import Connection
 from common.errors import Conflict, NotFound
 
@@ -42,8 +42,10 @@ class JobService:
             self.wake_worker()
         return JobCreated(job=job, already_queued=skipped)
 
-    async def get(self, job_id: UUID) -> Job:
-        job = await self.jobs.get(job_id)
+    async def get(
+        self, job_id: UUID, *, limit: int | None = PAGE_SIZE, offset: int = 0, stage: Stage | None = None
+    ) -> Job:
+        job = await self.jobs.get(job_id, limit=limit, offset=offset, stage=stage)
         if job is None:
             raise NotFound(f"No job {job_id}.", code="job_not_found")
         return job
@@ -60,7 +62,7 @@ class JobService:
 
     async def retry_failed(self, job_id: UUID) -> Job:
         job = await self.get(job_id)
-        if not any(item.stage == "failed" for item in job.items):
+        if not job.progress.get("failed"):
             raise Conflict(f"Job {job_id} has no failed documents to retry.", code="nothing_to_retry")
         await self.jobs.retry_failed(job_id)
         self.wake_worker()
