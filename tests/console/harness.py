@@ -146,6 +146,14 @@ class Api:
     def agent(self, name: str, *, groups: tuple[str, ...] = (), description: str = "") -> dict[str, Any]:
         return self._post("/kappi/admin/agents", {"name": name, "groups": list(groups), "description": description})
 
+    def document(self, name: str, content: bytes) -> dict[str, Any]:
+        response = httpx.post(
+            f"{self.base}/chonkit/documents", files=[("files", (name, content))], headers=self.headers, timeout=60
+        )
+        response.raise_for_status()
+        created: dict[str, Any] = response.json()["results"][0]["document"]
+        return created
+
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = httpx.post(f"{self.base}{path}", json=body, headers=self.headers, timeout=30)
         response.raise_for_status()

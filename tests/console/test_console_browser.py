@@ -208,6 +208,40 @@ def test_problem_details_are_shown_in_plain_words(platform: str, browser: object
     assert all("409" in e for e in errors), errors
 
 
+def test_a_config_refused_for_its_fields_names_them_for_400_as_for_422(platform: str, browser: Any) -> None:
+    """An unknown strategy is refused by the request's schema (400 ``invalid_request``, field errors listed in
+    ``errors``), a size out of range by chunking's own check (422): both read as what is wrong, and where."""
+    from playwright.sync_api import expect
+
+    Api(platform).document("field-errors.md", b"# Field errors\n\nA short document to preview.\n")
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("field-checker", admin=True)
+    nav(page, "Documents")
+    page.get_by_role("button", name="Preview field-errors.md").click()
+    config = page.get_by_label("Parse and chunk config (JSON)")
+    expect(config).to_have_value(re.compile('"parse"'))
+    preview = page.get_by_role("button", name="Preview chunks with this config")
+    saved = page.get_by_role("form", name="Parse and chunk config").locator("p.error")
+
+    config.fill('{"chunk": {"strategy": "semantic"}}')
+    preview.click()
+    expect(page.locator("p.error", has_text="Invalid value 'semantic' at chunk.strategy")).to_be_visible()
+    page.get_by_role("button", name="Save config").click()
+    expect(saved).to_have_text("Invalid value 'semantic' at chunk.strategy")
+
+    config.fill('{"chunk": {"strategy": "fixed", "size": -1}}')
+    preview.click()
+    expect(page.locator("p.error", has_text="Size must be between 1 and")).to_be_visible()
+    page.get_by_role("button", name="Save config").click()
+    expect(saved).to_have_text(re.compile(r"^Size must be between 1 and \d+ \(got -1\)$"))
+    expect(page.get_by_text("Something went wrong")).to_have_count(0)
+    errors = admin.close()
+    # Chromium logs each refused request as a console error: two 400s and two 422s, nothing else.
+    assert sorted(re.findall(r"status of (\d+)", " ".join(errors))) == ["400", "400", "422", "422"], errors
+    assert len(errors) == 4, errors
+
+
 def test_failed_embedding_is_retried_after_fixing_the_chunk_config(platform: str, browser: Any, tmp_path: Path) -> None:
     """A realistic failure: a saved chunk size beyond the model's limit fails the document with
     ``chunks_too_long``; the admin fixes the config and retries. Then groups change, the document leaves the

@@ -1,7 +1,8 @@
 // Admin: upload (drag and drop, many files, a result per file), list and search, details, delete, previews
 // with a parse and chunk config editor.
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, bytes, pages, notice, listFrom, problemOf, plural } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, bytes, pages, notice, listFrom, problemOf, plural,
+  errorLine } from "./ui.js";
 
 const CONFIG_HINT = 'chunk: {"strategy": "fixed" | "structure" | "parent_child", "unit": "tokens" | "characters", ' +
   '"size", "overlap"} (parent_child: parent_size, child_size, child_overlap); null = fixed, 250 tokens, overlap 25. ' +

@@ -59,16 +59,27 @@ export function problemOf(detail) {
   return error;
 }
 
-/** A problem's `detail` as a sentence; a rejected request also names the first field at fault. */
+/** A problem's `detail` as a sentence; a request refused for its fields (400 or 422) lists them instead. */
 export function plainWords(error) {
   if (error && typeof error.detail === "string") {
-    let detail = error.detail.charAt(0).toUpperCase() + error.detail.slice(1);
-    const first = error.body && Array.isArray(error.body.errors) ? error.body.errors[0] : null;
-    if (first && first.message) detail += ` (${first.key ? `${first.key}: ` : ""}${first.message})`;
-    return error.status === 401 ? `${detail}. Sign in again.` : detail;
+    const fields = fieldErrors(error.body);
+    const words = fields.length ? fields.join("; ") : sentence(error.detail);
+    return error.status === 401 ? `${words}. Sign in again.` : words;
   }
   return "Something went wrong. Try again.";
 }
+
+// Each entry of a problem's `errors` names a field by `key` (or `field`); the key `data` is the whole body,
+// as in "Object contains unknown field `nope`", so it names nothing worth showing.
+function fieldErrors(body) {
+  const errors = body && Array.isArray(body.errors) ? body.errors : [];
+  return errors.filter((e) => e && typeof e.message === "string" && e.message).map((e) => {
+    const where = e.key ?? e.field;
+    return sentence(e.message) + (where && where !== "data" ? ` at ${where}` : "");
+  });
+}
+
+const sentence = (text) => text.charAt(0).toUpperCase() + text.slice(1);
 
 /** An error in place of content that could not be loaded. */
 export function errorLine(error) {
