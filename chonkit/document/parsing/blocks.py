@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 
 from chonkit.document.parsed import BLOCK_SEPARATOR, Block, BlockKind, ParsedDocument, Section
+from chonkit.document.parsing.line_filters import LineFilter
 
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")
 
@@ -21,7 +22,7 @@ class BlockBuilder:
         line_filters: compiled patterns; a line in which any of them is found is removed.
     """
 
-    def __init__(self, line_filters: Sequence[re.Pattern[str]] = ()) -> None:
+    def __init__(self, line_filters: Sequence[LineFilter] = ()) -> None:
         self._filters = tuple(line_filters)
         self._offset = 0
         self._blocks: list[Block] = []
@@ -69,11 +70,16 @@ class BlockBuilder:
             self.saw_text = True
         if self._filters:
             lines = text.split("\n")
-            kept = [line for line in lines if not any(pattern.search(line) for pattern in self._filters)]
+            kept = [line for line in lines if not self._filtered(line)]
             if len(kept) != len(lines):
                 text = "\n".join(kept)
         # Code keeps the indentation of its first line; everything else is trimmed.
         return _LEADING_BLANK_LINES.sub("", text.rstrip()) if keep_indent else text.strip()
+
+    def _filtered(self, line: str) -> bool:
+        # surrogatepass: a lone surrogate from a broken document must not make the filter fail.
+        encoded = line.encode("utf-8", "surrogatepass")
+        return any(pattern.search(encoded) for pattern in self._filters)
 
     def _append(
         self,
