@@ -375,6 +375,23 @@ def test_admin_edits_an_agent_into_a_new_version_and_removes_its_collection(plat
     assert "422" in errors[0], errors
 
 
+def test_an_agents_llm_is_named_once_when_its_model_shares_the_providers_name(platform: str, browser: Any) -> None:
+    """The offline provider's one model is also called ``extractive``: the tables say so once, not twice."""
+    from playwright.sync_api import expect
+
+    agent = Api(platform).agent("Named once")
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("llm-reader", admin=True)
+    nav(page, "Agents")
+    row = page.get_by_role("row", name=re.compile("^Named once"))
+    expect(row.get_by_role("cell", name="extractive", exact=True)).to_have_count(1)
+    page.get_by_role("link", name="Named once").click()
+    expect(page.locator("tr[data-version='1']").get_by_role("cell", name="extractive", exact=True)).to_have_count(1)
+    assert agent["config"]["llm_provider"] == agent["config"]["llm_model"] == "extractive"
+    assert admin.close() == []
+
+
 def test_user_chats_renames_and_deletes_with_the_keyboard_only(platform: str, browser: Any) -> None:
     """Every step from sign-in to deleting the chat is a key press: Tab, typing, Enter, Ctrl+Enter, Escape."""
     from playwright.sync_api import expect

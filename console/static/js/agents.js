@@ -29,12 +29,12 @@ export async function agentsScreen(main, services) {
   replace(main, h("h1", {}, "Agents"), form,
     h("section", { class: "card", "aria-labelledby": "all-agents" }, h("h2", { id: "all-agents" }, "All agents"),
       agents.length ? h("table", {},
-        h("thead", {}, h("tr", {}, ["Name", "Groups", "Collections", "Model", "State"].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ["Name", "Groups", "Collections", "LLM", "State"].map((t) => h("th", {}, t)))),
         h("tbody", {}, agents.map((a) => h("tr", {},
           h("td", {}, h("a", { href: `#/agents/${a.id}` }, a.name)),
           h("td", {}, a.groups.length ? a.groups.join(", ") : h("span", { class: "muted" }, "everyone")),
           h("td", {}, a.collections.map((c) => c.name).join(", ") || h("span", { class: "muted" }, "none")),
-          h("td", {}, `${a.config.llm_provider} ${a.config.llm_model}`),
+          h("td", {}, llmName(a.config.llm_provider, a.config.llm_model)),
           h("td", {}, badge(a.active ? "active" : "inactive"))))))
         : empty("No agents yet. Create one above.")));
 }
@@ -74,7 +74,7 @@ async function showVersions(base, agent, panel) {
       h("thead", {}, h("tr", {}, ["Version", "LLM", "Temperature", "Saved by", "When", "System prompt"].map((t) => h("th", {}, t)))),
       h("tbody", {}, newestFirst.map((v) => h("tr", { "data-version": v.version },
         h("td", {}, `v${v.version} `, v.version === agent.current_version ? h("span", { class: "badge active" }, "current") : null),
-        h("td", {}, `${v.llm_provider} ${v.llm_model}`),
+        h("td", {}, llmName(v.llm_provider, v.llm_model)),
         h("td", {}, rounded(v.temperature)),
         h("td", {}, v.created_by),
         h("td", {}, new Date(v.created_at).toLocaleString()),
@@ -89,6 +89,9 @@ const SETTINGS = {
 };
 
 const rounded = (x) => Math.round(x * 100) / 100;
+
+/** "gpt-4o-mini (openai)"; a provider whose one model shares its name ("extractive") is named once. */
+const llmName = (provider, model) => (model === provider ? model : `${model} (${provider})`);
 
 function editForm(base, agent, onSaved) {
   const message = messageArea();
