@@ -131,12 +131,25 @@ class AgentService:
             base = {"vector_provider": spec.vector_provider, "name": spec.name}
             status = await self.identities.read(spec.vector_provider, spec.name)
             if status.identity is None:
+                code: str | None = status.problem
                 detail = status.detail or "no identity record"
-                results.append(AssignmentResult(**base, action="add", ok=False, code=status.problem, detail=detail))
+                if status.problem == "identity_missing":
+                    code, detail = await self._why_missing(spec.vector_provider, spec.name)
+                results.append(AssignmentResult(**base, action="add", ok=False, code=code, detail=detail))
                 continue
             created = await self.repo.assign(agent_id, spec, status.identity.collection_id)
             results.append(AssignmentResult(**base, action="added" if created else "updated", ok=True))
         return AssignmentReport(results=results, collections=await self.repo.assignments(agent_id))
+
+    async def _why_missing(self, vector_provider: str, name: str) -> tuple[str, str]:
+        """Tell a collection with no identity record from a name that holds no collection (a typo, usually), and
+        suggest the names that differ only in case: names are case-sensitive."""
+        store = self.identities.vectors.get(vector_provider)
+        if await store.collection_exists(name):
+            return "identity_missing", f"The collection {name!r} has no identity record, so Ragu cannot use it."
+        similar = sorted(i.name for i in await store.list_identities() if i.name.casefold() == name.casefold())
+        hint = f" Did you mean {' or '.join(repr(n) for n in similar)}? Names are case-sensitive." if similar else ""
+        return "collection_not_found", f"There is no collection named {name!r} in {vector_provider}.{hint}"
 
     async def explain(self, agent_id: UUID, query: AccessQuery) -> AccessExplanation:
         """What a user with these groups (or this token) could search through this agent, and why not the rest."""

@@ -17,6 +17,7 @@ from chonkit.embedding.worker import EmbeddingWorker
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
+from common.db.database import Pool
 from common.embedders.base import EmbedderRegistry
 from common.vectors.pgvector import open_pool
 from common.vectors.registry import VectorRegistry
@@ -305,12 +306,38 @@ async def test_assigning_a_collection_without_identity_fails_only_that_item(
     }
     report = (await kappi.put(f"/admin/agents/{world.agent['id']}/collections", json=body, headers=admin)).json()
     assert [(r["ok"], r["code"]) for r in report["results"]] == [
-        (False, "identity_missing"),
+        (False, "collection_not_found"),
         (False, "provider_unavailable"),
         (True, None),
     ]
+    assert report["results"][0]["detail"] == "There is no collection named 'Does_not_exist' in pgvector."
     public = next(c for c in report["collections"] if c["name"] == world.collections["public"]["name"])
     assert public["top_k"] == 3
+
+
+async def test_assigning_a_name_in_the_wrong_case_suggests_the_collection(
+    kappi: httpx.AsyncClient, world: World, settings: Settings, vector_pool: Pool
+) -> None:
+    admin = as_user(settings, "root", admin=True)
+    name = world.collections["hr"]["name"]
+    body = {"add": [{"vector_provider": "pgvector", "name": name.lower()}]}
+    report = (await kappi.put(f"/admin/agents/{world.agent['id']}/collections", json=body, headers=admin)).json()
+    [result] = report["results"]
+    assert (result["ok"], result["code"]) == (False, "collection_not_found")
+    assert result["detail"] == (
+        f"There is no collection named {name.lower()!r} in pgvector. Did you mean {name!r}? Names are case-sensitive."
+    )
+
+    bare = f"Bare_{uuid.uuid4().hex[:6]}"  # a table with no identity record: a different problem
+    async with vector_pool.acquire() as conn:
+        await conn.execute(f'CREATE TABLE vectors."{bare}" (id text PRIMARY KEY)')
+    try:
+        body = {"add": [{"vector_provider": "pgvector", "name": bare}]}
+        report = (await kappi.put(f"/admin/agents/{world.agent['id']}/collections", json=body, headers=admin)).json()
+        assert report["results"][0]["code"] == "identity_missing"
+    finally:
+        async with vector_pool.acquire() as conn:
+            await conn.execute(f'DROP TABLE vectors."{bare}"')
 
 
 async def test_agent_edits_make_versions_and_old_answers_keep_theirs(
