@@ -8,13 +8,15 @@ from uuid import UUID
 
 import msgspec
 
-GroupName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+from common.groups import GroupName
+
 Groups = Annotated[list[GroupName], msgspec.Meta(max_length=100)]
 
 
 class CollectionCreate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
-    """Per the identity schema: a capital ASCII letter, then letters, digits and underscores."""
+    """A capital ASCII letter, then ASCII letters, digits and underscores; at most 63 characters, so that the
+    name is valid in every vector store."""
     vector_provider: str = "pgvector"
     embedding_provider: str = "local"
     model: str | None = None

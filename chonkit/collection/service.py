@@ -27,6 +27,7 @@ from chonkit.collection.repository import CollectionRepository
 from common.embedders.base import EmbedderRegistry
 from common.errors import Conflict, InvalidInput, NotFound
 from common.vectors.base import SearchFilter
+from common.vectors.records import checked_name
 from common.vectors.registry import VectorRegistry
 from schemas.models import Identity
 
@@ -87,21 +88,14 @@ class CollectionService:
         spec = self.embedders.spec(request.embedding_provider, model)
         groups = check_groups(request.groups)
         collection_id = uuid.uuid4()
-        try:
-            identity = Identity(
-                collection_id=str(collection_id),
-                name=request.name,
-                model=spec.model,
-                vectorProvider=request.vector_provider,
-                embeddingProvider=spec.provider,
-                groups=groups or msgspec.UNSET,
-            )
-        except (ValueError, msgspec.ValidationError) as exc:
-            raise InvalidInput(
-                f"Invalid collection name {request.name!r}: it must start with a capital ASCII letter and contain "
-                "only ASCII letters, digits and underscores.",
-                code="invalid_collection_name",
-            ) from exc
+        identity = Identity(
+            collection_id=str(collection_id),
+            name=checked_name(request.name),
+            model=spec.model,
+            vectorProvider=request.vector_provider,
+            embeddingProvider=spec.provider,
+            groups=groups or msgspec.UNSET,
+        )
         if await store.collection_exists(request.name):
             raise Conflict(
                 f"A collection named {request.name!r} already exists in {request.vector_provider}.",

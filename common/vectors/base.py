@@ -103,7 +103,9 @@ SearchResult: TypeAlias = list[SearchHit] | AppError
 
 
 class VectorStore(Protocol):
-    """One provider's adapter. Collection names are identity names (``^[A-Z][a-zA-Z0-9_]*$``)."""
+    """One provider's adapter. Collection names follow one rule in every store (:data:`records.NAME_RULE`): a
+    name that breaks it is never looked up — ``collection_exists`` answers False, ``read_identity`` None,
+    ``drop_collection`` nothing, and every other method ``InvalidInput("invalid_collection_name")``."""
 
     @property
     def provider(self) -> str:

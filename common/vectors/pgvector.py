@@ -8,8 +8,9 @@ is the row at the nil UUID; every chunk query excludes it.
 
 The pool's connections must send ``vector`` in pgvector's binary format:
 :func:`common.db.database.init_connection` registers that codec once migration 0003 has installed the
-extension. Collection names are matched against the identity name pattern before they reach SQL, and
-quoted; every value travels as a bind parameter of a statement asyncpg prepares once per connection.
+extension. Collection names are checked against the rule every store shares (``records.NAME_RULE``) before
+they reach SQL, and quoted; every value travels as a bind parameter of a statement asyncpg prepares once per
+connection.
 
 HNSW is approximate. The pool (:func:`open_pool`) turns on pgvector's iterative scan (0.8+) for every
 session, so a filter that rejects most neighbours, or dead rows left by ``set_groups``, still yields
@@ -52,22 +53,21 @@ from common.vectors.base import (
 from common.vectors.records import (
     as_floats,
     checked_identity_payload,
+    checked_name,
     chunk_uuid,
     collection_already_exists,
     collection_not_found,
     identity_not_found,
+    is_collection_name,
     search_each,
     valid_identity,
 )
-from schemas import ecma
-from schemas.models import NAME_PATTERN, Identity
+from schemas.models import Identity
 
 PROVIDER = "pgvector"
 SCHEMA = "vectors"
 MAX_DIMENSION = 2000
 """The most dimensions pgvector's HNSW index accepts on a ``vector`` column."""
-MAX_NAME_LENGTH = 63
-"""PostgreSQL truncates longer identifiers, which would make two long names one table."""
 
 CHANGES_CHANNEL = "ragu_vectors"
 """Every committed write to a collection sends its name on this channel (migration 0006's trigger, and
@@ -165,7 +165,7 @@ class PgVectorStore:
             raise collection_already_exists(identity.name) from exc
 
     async def collection_exists(self, name: str) -> bool:
-        if not is_valid_name(name):
+        if not is_collection_name(name):
             return False
         async with self._connection(name) as conn:
             found: bool = await conn.fetchval(
@@ -174,7 +174,7 @@ class PgVectorStore:
         return found
 
     async def read_identity(self, name: str) -> dict[str, Any] | None:
-        if not is_valid_name(name):
+        if not is_collection_name(name):
             return None
         try:
             async with self._connection(name) as conn:
@@ -305,7 +305,7 @@ class PgVectorStore:
         for n, search in enumerate(searches):
             if _finds_nothing(search.limit, search.where):
                 results[n] = []
-            elif _ef_search(search.limit + 1) == DEFAULT_EF_SEARCH and is_valid_name(search.name):
+            elif _ef_search(search.limit + 1) == DEFAULT_EF_SEARCH and is_collection_name(search.name):
                 batch.append((n, search))
         if len(batch) > 1:
             try:
@@ -356,7 +356,7 @@ class PgVectorStore:
         return found
 
     async def drop_collection(self, name: str) -> None:
-        if not is_valid_name(name):
+        if not is_collection_name(name):
             return
         async with self._connection(name) as conn, conn.transaction():
             await conn.execute(f"DROP TABLE IF EXISTS {table_of(name)}")
@@ -379,7 +379,7 @@ class PgVectorStore:
             )
             identities = []
             for name in (row["name"] for row in names):
-                if not is_valid_name(name):
+                if not is_collection_name(name):
                     _log.info("table %s.%r is not named like a collection; skipped", SCHEMA, name)
                     continue
                 try:
@@ -509,15 +509,6 @@ async def _dimension(conn: Connection, name: str) -> int:
     raise InvalidInput(f"table {SCHEMA}.{name!r} is not shaped like a Ragu collection", code="collection_incompatible")
 
 
-def is_valid_name(name: object) -> bool:
-    return isinstance(name, str) and len(name) <= MAX_NAME_LENGTH and ecma.search(NAME_PATTERN, name)
-
-
 def table_of(name: str) -> str:
     """The quoted table of a collection; the name is checked first, so nothing else ever reaches SQL."""
-    if not is_valid_name(name):
-        raise InvalidInput(
-            f"collection names match {NAME_PATTERN} and have at most {MAX_NAME_LENGTH} characters, got {name!r}",
-            code="invalid_collection_name",
-        )
-    return f'{SCHEMA}."{name}"'
+    return f'{SCHEMA}."{checked_name(name)}"'

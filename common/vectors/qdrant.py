@@ -15,7 +15,8 @@ and ~400 ms with an access filter. Fine for tests, the CLI and small collections
 
 Errors are translated at the boundary: unknown collection → ``NotFound("collection_not_found")``, server
 unreachable → ``Unavailable("vector_store_unavailable")``, input the engine refuses →
-``InvalidInput("vector_store_rejected")``.
+``InvalidInput("vector_store_rejected")``. A name that breaks the collection-name rule every store shares is
+refused with ``InvalidInput("invalid_collection_name")`` before any request (Qdrant itself takes 255 characters).
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ from common.vectors.base import (
 from common.vectors.records import (
     as_floats,
     checked_identity_payload,
+    checked_name,
     chunk_uuid,
     collection_already_exists,
     collection_not_found,
     identity_not_found,
+    is_collection_name,
     search_each,
     valid_identity,
 )
@@ -84,7 +87,7 @@ class QdrantStore:
         payload = checked_identity_payload(identity)
         if dimension < 1:
             raise InvalidInput(f"vector dimension must be positive, got {dimension}", code="invalid_dimension")
-        name = identity.name
+        name = checked_name(identity.name)
         if await self.collection_exists(name):
             raise collection_already_exists(name)
         try:
@@ -107,12 +110,16 @@ class QdrantStore:
             raise error from exc
 
     async def collection_exists(self, name: str) -> bool:
+        if not is_collection_name(name):
+            return False
         try:
             return await self._client.collection_exists(name)
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
 
     async def read_identity(self, name: str) -> dict[str, Any] | None:
+        if not is_collection_name(name):
+            return None
         try:
             records = await self._client.retrieve(name, ids=[IDENTITY_ID], with_payload=True, with_vectors=False)
         except _VENDOR_ERRORS as exc:
@@ -126,7 +133,7 @@ class QdrantStore:
 
     async def write_identity(self, identity: Identity) -> None:
         payload = checked_identity_payload(identity)
-        name = identity.name
+        name = checked_name(identity.name)
         try:
             info = await self._client.get_collection(name)
             await self._put_identity(name, payload, _dimension(name, info))
@@ -134,6 +141,7 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def set_groups(self, name: str, groups: Sequence[str]) -> None:
+        checked_name(name)
         current = await self._stored_identity(name)
         groups = list(groups)
         await self.write_identity(msgspec.structs.replace(current, groups=groups or msgspec.UNSET))
@@ -146,6 +154,7 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
+        checked_name(name)
         ids: list[models.ExtendedPointId] = [str(chunk_uuid(record.id)) for record in records]
         try:
             for start in range(0, len(records), UPSERT_BATCH):
@@ -160,6 +169,7 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def delete_document(self, name: str, document_id: str) -> None:
+        checked_name(name)
         selector = models.FilterSelector(filter=_chunks_where(document_id=document_id))
         try:
             await self._client.delete(name, points_selector=selector, wait=True)
@@ -167,6 +177,7 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
+        checked_name(name)
         point_ids: list[models.ExtendedPointId] = [str(chunk_uuid(id_)) for id_ in ids]
         if not point_ids:
             return
@@ -176,6 +187,7 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def count(self, name: str, *, document_id: str | None = None) -> int:
+        checked_name(name)
         try:
             result = await self._client.count(name, count_filter=_chunks_where(document_id=document_id), exact=True)
         except _VENDOR_ERRORS as exc:
@@ -183,6 +195,7 @@ class QdrantStore:
         return result.count
 
     async def document_ids(self, name: str) -> dict[str, int]:
+        checked_name(name)
         counts: dict[str, int] = {}
         offset: models.ExtendedPointId | None = None
         try:
@@ -218,6 +231,7 @@ class QdrantStore:
         where: SearchFilter | None = None,
     ) -> list[SearchHit]:
         """One ``query_points`` call per search; a second one only when equal scores straddle ``limit``."""
+        checked_name(name)
         if limit < 0:
             raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
         if limit == 0 or (where is not None and where.document_ids is not None and not where.document_ids):
@@ -247,6 +261,8 @@ class QdrantStore:
         return ranked_hits(points, limit=limit, max_distance=max_distance)
 
     async def drop_collection(self, name: str) -> None:
+        if not is_collection_name(name):
+            return
         try:
             await self._client.delete_collection(name)
         except _VENDOR_ERRORS as exc:

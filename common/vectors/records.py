@@ -17,10 +17,18 @@ import numpy as np
 
 from common.errors import AppError, Conflict, InvalidInput, NotFound
 from common.vectors.base import Search, SearchResult, Vector, VectorStore
-from schemas import SchemaViolation, validate
-from schemas.models import Identity, parse_identity
+from schemas import SchemaViolation, ecma, validate
+from schemas.models import NAME_PATTERN, Identity, parse_identity
 
 _log = logging.getLogger(__name__)
+
+MAX_NAME_LENGTH = 63
+"""The longest name every provider keeps as it is: PostgreSQL cuts identifiers after 63 bytes (which would
+make two long names one table); Qdrant and Weaviate stop at 255."""
+NAME_RULE = (
+    "A collection name starts with a capital ASCII letter (A-Z) and holds only ASCII letters, digits and "
+    f"underscores, at most {MAX_NAME_LENGTH} characters, so that every vector store accepts it"
+)
 
 
 def checked_identity_payload(identity: Identity) -> dict[str, Any]:
@@ -79,6 +87,24 @@ def as_floats(vector: Vector) -> list[float]:
         floats: list[float] = vector.tolist()
         return floats
     return [float(x) for x in vector]
+
+
+def is_collection_name(name: object) -> bool:
+    """Whether ``name`` follows :data:`NAME_RULE`, so that a collection can move to any store under it."""
+    return isinstance(name, str) and len(name) <= MAX_NAME_LENGTH and ecma.search(NAME_PATTERN, name)
+
+
+def checked_name(name: str) -> str:
+    """``name``, or ``InvalidInput("invalid_collection_name")``: a name no store may hold is never looked up,
+    so it cannot pass for a missing collection."""
+    if not is_collection_name(name):
+        raise invalid_collection_name(name)
+    return name
+
+
+def invalid_collection_name(name: object) -> InvalidInput:
+    shown = repr(name) if not isinstance(name, str) or len(name) <= 80 else f"{name[:80]!r}… ({len(name)} characters)"
+    return InvalidInput(f"{NAME_RULE}; got {shown}.", code="invalid_collection_name", extra={"collection": name})
 
 
 def collection_not_found(name: str | None) -> NotFound:

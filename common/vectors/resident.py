@@ -56,9 +56,9 @@ from common.vectors.pgvector import (
     CHUNKS_ONLY,
     DEFAULT_EF_SEARCH,
     PgVectorStore,
-    is_valid_name,
     table_of,
 )
+from common.vectors.records import is_collection_name
 from schemas.models import Identity
 
 _log = logging.getLogger(__name__)
@@ -267,7 +267,7 @@ class ResidentPgVectorStore(PgVectorStore):
             batch.run()
 
     def _consider_loading(self, name: str) -> None:
-        if not self._listening or name in self._loading or not is_valid_name(name):
+        if not self._listening or name in self._loading or not is_collection_name(name):
             return
         generation = self._generation.get(name, 0)
         if self._refused.get(name) == generation:

@@ -10,7 +10,8 @@ relying on it.
 
 Choices that follow from Weaviate's model:
 
-- Ragu collection names (``^[A-Z][a-zA-Z0-9_]*$``) are valid class names as they are.
+- Ragu collection names (``^[A-Z][a-zA-Z0-9_]*$``, at most 63 characters) are valid class names as they are;
+  a name that breaks that rule is refused with ``invalid_collection_name`` before any request.
 - One named vector, :data:`VECTOR_NAME`, with no vectorizer, an HNSW index and cosine distance. Weaviate's
   cosine distance is already ``1 - cosine similarity``, so distances pass through and ``score = 1 - distance``.
 - Every property is declared up front (auto-schema would guess types and tokenise ids into words).
@@ -76,10 +77,12 @@ from common.vectors.base import (
 from common.vectors.records import (
     as_floats,
     checked_identity_payload,
+    checked_name,
     chunk_uuid,
     collection_already_exists,
     collection_not_found,
     identity_not_found,
+    is_collection_name,
     search_each,
     valid_identity,
 )
@@ -274,7 +277,7 @@ class WeaviateStore:
         payload = checked_identity_payload(identity)
         if dimension < 1:
             raise InvalidInput(f"vector dimension must be positive, got {dimension}", code="invalid_dimension")
-        name = identity.name
+        name = checked_name(identity.name)
         if await self.collection_exists(name):
             raise collection_already_exists(name)
         try:
@@ -295,12 +298,16 @@ class WeaviateStore:
             raise error from exc
 
     async def collection_exists(self, name: str) -> bool:
+        if not is_collection_name(name):
+            return False
         try:
             return await self._client.collections.exists(name)
         except WeaviateBaseError as exc:
             raise _unavailable(exc) from exc
 
     async def read_identity(self, name: str) -> dict[str, Any] | None:
+        if not is_collection_name(name):
+            return None
         try:
             found: _Object[Any, Any, Any] | None = await self._client.collections.use(name).query.fetch_object_by_id(
                 IDENTITY_ID
@@ -314,7 +321,7 @@ class WeaviateStore:
 
     async def write_identity(self, identity: Identity) -> None:
         payload = checked_identity_payload(identity)
-        name = identity.name
+        name = checked_name(identity.name)
         await self._require(name)
         collection = self._client.collections.use(name)
         try:
@@ -324,6 +331,7 @@ class WeaviateStore:
             raise await self._translated(exc, name) from exc
 
     async def set_groups(self, name: str, groups: Sequence[str]) -> None:
+        checked_name(name)
         """Identity first, then every chunk re-inserted in batches with its vector (no bulk update exists)."""
         current = await self._stored_identity(name)
         groups = list(groups)
@@ -347,6 +355,7 @@ class WeaviateStore:
             raise await self._translated(exc, name) from exc
 
     async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
+        checked_name(name)
         objects = [chunk_object(record) for record in records]
         if not objects:
             return
@@ -360,14 +369,17 @@ class WeaviateStore:
             raise await self._translated(exc, name) from exc
 
     async def delete_document(self, name: str, document_id: str) -> None:
+        checked_name(name)
         await self._delete_where(name, Filter.by_property("document_id").equal(document_id) & _NOT_IDENTITY)
 
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
+        checked_name(name)
         uuids = [chunk_uuid(id_) for id_ in ids]
         if uuids:
             await self._delete_where(name, Filter.by_id().contains_any(uuids))
 
     async def count(self, name: str, *, document_id: str | None = None) -> int:
+        checked_name(name)
         where = _NOT_IDENTITY
         if document_id is not None:
             where = Filter.by_property("document_id").equal(document_id) & _NOT_IDENTITY
@@ -380,6 +392,7 @@ class WeaviateStore:
         return result.total_count or 0
 
     async def document_ids(self, name: str) -> dict[str, int]:
+        checked_name(name)
         counts: dict[str, int] = {}
         collection = self._client.collections.use(name)
         try:
@@ -408,6 +421,7 @@ class WeaviateStore:
     ) -> list[SearchHit]:
         """One ``near_vector`` query per search; another only when equal distances straddle ``limit``, or an
         existence check when nothing matched (to tell an empty result from a missing collection)."""
+        checked_name(name)
         if limit < 0:
             raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
         if limit == 0 or (where is not None and where.document_ids is not None and not where.document_ids):
@@ -440,6 +454,8 @@ class WeaviateStore:
         return ranked_hits(result.objects, limit=limit, requested=requested, max_distance=max_distance)
 
     async def drop_collection(self, name: str) -> None:
+        if not is_collection_name(name):
+            return
         try:
             await self._client.collections.delete(name)
         except WeaviateBaseError as exc:

@@ -556,3 +556,48 @@ async def test_a_missing_collection_is_not_found(provider: Harness) -> None:
         with pytest.raises(NotFound) as raised:
             await call()
         assert raised.value.code == "collection_not_found"
+
+
+@pytest.mark.parametrize(
+    "name", ["L" + "x" * 63, "Q" + "x" * 255, "lowercase", "Dash-ed", "Ünïcode"], ids=["64", "256", "lc", "dash", "uni"]
+)
+async def test_a_name_that_breaks_the_rule_is_invalid_not_missing(provider: Harness, name: str) -> None:
+    """One rule in every store (pgvector cannot hold more than 63 characters): a name that breaks it is refused
+    as invalid, never reported as a missing collection."""
+    store = provider.store
+    identity = make_identity(store, provider.new_name())
+
+    assert not await store.collection_exists(name)
+    assert await store.read_identity(name) is None
+    await store.drop_collection(name)
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.search(name, e(1), limit=3, properties=["content"]),
+        lambda: store.count(name),
+        lambda: store.document_ids(name),
+        lambda: store.upsert(name, [chunk(identity, 1, e(1))]),
+        lambda: store.delete_document(name, DOC_A),
+        lambda: store.delete_ids(name, [cid(1)]),
+        lambda: store.set_groups(name, ["hr"]),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInput) as raised:
+            await call()
+        assert raised.value.code == "invalid_collection_name"
+        assert "at most 63 characters" in raised.value.detail
+    [result] = await store.search_many([Search(name=name, vector=e(1), limit=3, properties=[])])
+    assert isinstance(result, InvalidInput)
+    assert result.code == "invalid_collection_name"
+
+
+async def test_a_valid_identity_with_too_long_a_name_is_refused_everywhere(provider: Harness) -> None:
+    long = make_identity(provider.store, "L" + "x" * 63)  # the identity schema sets no length; pgvector's 63 holds
+
+    for call in (provider.store.create_collection(long, DIM), provider.store.write_identity(long)):
+        with pytest.raises(InvalidInput) as raised:
+            await call
+        assert raised.value.code == "invalid_collection_name"
+    assert not await provider.store.collection_exists(long.name)
+    longest = make_identity(provider.store, provider.new_name("L" + "x" * 53))
+    await provider.store.create_collection(longest, DIM)
+    assert len(longest.name) == 63
+    assert await provider.store.read_identity(longest.name) == longest.to_dict()

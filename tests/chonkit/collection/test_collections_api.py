@@ -99,6 +99,8 @@ BAD_CREATES = [
     ("lowercase name", {"name": "hr_docs"}, 422, "invalid_collection_name"),
     ("dash in name", {"name": "Hr-docs"}, 422, "invalid_collection_name"),
     ("empty name", {"name": ""}, 422, "invalid_collection_name"),
+    ("name of 64 characters", {"name": "A" * 64}, 422, "invalid_collection_name"),
+    ("name of 256 characters", {"name": "A" * 256}, 422, "invalid_collection_name"),
     ("unknown vector provider", {"name": "Ok", "vector_provider": "milvus"}, 422, "unknown_vector_provider"),
     ("unknown embedding provider", {"name": "Ok", "embedding_provider": "magic"}, 422, "unknown_embedding_provider"),
     ("unknown model", {"name": "Ok", "model": "gpt-embed-9000"}, 422, "unknown_embedding_model"),
@@ -114,6 +116,23 @@ async def test_bad_creates_are_refused_with_codes(
     assert response.status_code == status, response.text
     assert response.json()["code"] == code
     assert await conn.fetchval("SELECT count(*) FROM chonkit.collections") == 0
+
+
+async def test_an_invalid_name_is_refused_with_the_rule_in_words(chonkit: httpx.AsyncClient) -> None:
+    body = (await chonkit.post("/collections", json={"name": "Q" * 300, "vector_provider": "qdrant"})).json()
+
+    assert body["code"] == "invalid_collection_name"
+    assert "capital ASCII letter" in body["detail"]
+    assert "at most 63 characters" in body["detail"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_the_longest_valid_name_is_valid_in_every_store(chonkit: httpx.AsyncClient, provider: str) -> None:
+    name = unique_name("L" + "x" * 53)
+
+    response = await chonkit.post("/collections", json={"name": name, "vector_provider": provider})
+
+    assert (len(name), response.status_code) == (63, 201)
 
 
 async def test_unknown_provider_error_lists_the_valid_ones(chonkit: httpx.AsyncClient) -> None:

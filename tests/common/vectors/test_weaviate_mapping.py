@@ -323,3 +323,30 @@ async def test_searches_that_cannot_match_need_no_request(unconnected_store: Wea
     assert await store.search("Handbook", [1.0, 0.0], limit=5, properties=["content"], where=nothing) == []
     await store.upsert("Handbook", [])
     await store.delete_ids("Handbook", [])
+
+
+@pytest.mark.parametrize("name", ["W" + "x" * 63, "W" + "x" * 255, "lowercase"], ids=["64", "256", "lc"])
+async def test_a_name_that_breaks_the_rule_is_invalid_before_any_request(
+    unconnected_store: WeaviateStore, name: str
+) -> None:
+    store = unconnected_store
+    record = VectorRecord(id=str(uuid.UUID(int=1)), vector=[1.0, 0.0], payload={"content": "x", "document_id": "d"})
+
+    assert not await store.collection_exists(name)
+    assert await store.read_identity(name) is None
+    await store.drop_collection(name)
+    for call in (
+        store.search(name, [1.0, 0.0], limit=3, properties=["content"]),
+        store.count(name),
+        store.document_ids(name),
+        store.upsert(name, [record]),
+        store.delete_document(name, "d"),
+        store.set_groups(name, ["hr"]),
+    ):
+        with pytest.raises(InvalidInput) as raised:
+            await call
+        assert raised.value.code == "invalid_collection_name"
+    if name != "lowercase":  # a valid identity as far as the schema goes, refused for its length
+        with pytest.raises(InvalidInput) as create:
+            await store.create_collection(make_identity(name=name), 2)
+        assert create.value.code == "invalid_collection_name"
