@@ -166,7 +166,7 @@ class Retriever:
             raise Unavailable("the vector store is unavailable; try again shortly", code="vector_store_unavailable")
         chunks = sorted((c for hits in reached for c in hits), key=lambda c: (-c.score, c.document_id))
         return Retrieval(
-            chunks=_dedupe_parents(chunks),
+            chunks=_dedupe(chunks),
             collections_searched=len(targets),
             embed_ms=round((embedded - started) * 1000, 3),
             search_ms=round((searched - embedded) * 1000, 3),
@@ -264,12 +264,13 @@ def _chunk(assignment: Assignment, hit: SearchHit) -> RetrievedChunk:
     )
 
 
-def _dedupe_parents(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
-    """Several children of one parent would show the LLM the same parent text twice: keep the best."""
-    seen: set[tuple[str, str, str]] = set()
+def _dedupe(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """Keep the best of passages that would show the same text twice: several children of one parent, or one
+    document's chunk found through two collections (a document added to both)."""
+    seen: set[tuple[str, str]] = set()
     kept = []
     for chunk in chunks:
-        key = (chunk.collection, chunk.document_id, chunk.context)
+        key = (chunk.document_id, chunk.context)
         if key not in seen:
             seen.add(key)
             kept.append(chunk)

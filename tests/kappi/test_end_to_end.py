@@ -267,6 +267,27 @@ async def test_a_hidden_agent_is_nameless_in_its_users_old_chats(
         assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["agent_name"] == "Helper"
 
 
+async def test_a_document_in_two_assigned_collections_is_cited_once(
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, worker: EmbeddingWorker, settings: Settings
+) -> None:
+    text = b"Parking: every employee may park in garage B. Bicycles go in the courtyard."
+    document_id = await _upload(chonkit, "parking.txt", text)
+    names = [f"Park_{k}_{uuid.uuid4().hex[:6]}" for k in ("a", "b")]
+    for name in names:
+        created = (await chonkit.post("/collections", json={"name": name, "vector_provider": "pgvector"})).json()
+        await chonkit.post(f"/collections/{created['id']}/documents", json={"document_ids": [document_id]})
+    await drain(worker)
+    admin = as_user(settings, "root", admin=True)
+    agent = (await kappi.post("/admin/agents", json={"name": "Parking"}, headers=admin)).json()
+    assign = {"add": [{"vector_provider": "pgvector", "name": name} for name in names]}
+    await kappi.put(f"/admin/agents/{agent['id']}/collections", json=assign, headers=admin)
+
+    events = await _ask_streaming(kappi, as_user(settings, "alice"), agent["id"], "Where can I park?")
+    citations = events[0][1]["citations"]
+    assert [c["document_id"] for c in citations] == [document_id]
+    assert citations[0]["collection"] in names
+
+
 async def test_admins_get_no_bypass_in_chat(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
     admin = as_user(settings, "root", admin=True)
     events = await _ask_streaming(kappi, admin, world.agent["id"])
