@@ -242,6 +242,32 @@ def test_a_config_refused_for_its_fields_names_them_for_400_as_for_422(platform:
     assert len(errors) == 4, errors
 
 
+def test_the_upload_box_offers_exactly_the_types_chonkit_accepts(platform: str, browser: Any, tmp_path: Path) -> None:
+    """The file picker's ``accept`` list is chonkit's list of extensions, its hint names every document type
+    and nothing else, and a CSV and a JSON file dropped in are both created."""
+    from playwright.sync_api import expect
+
+    from chonkit.document.parsing.doctype import EXTENSIONS, DocumentType
+
+    table = tmp_path / "holidays.csv"
+    table.write_text("holiday,date\nNew Year,01-01\n", encoding="utf-8")
+    record = tmp_path / "holidays.json"
+    record.write_text('{"holiday": "New Year", "date": "01-01"}', encoding="utf-8")
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("uploader", admin=True)
+    nav(page, "Documents")
+    picker = page.locator("#upload-files")
+    assert sorted((picker.get_attribute("accept") or "").split(",")) == sorted(EXTENSIONS)
+    hint = page.locator(".drop p.muted").inner_text()
+    named = [word for word in re.findall(r"\w+", hint.lower()) if word != "and"]
+    assert sorted(named) == sorted(DocumentType), hint
+    picker.set_input_files([table, record])
+    for name in ("holidays.csv", "holidays.json"):
+        expect(page.locator("ul.plain li", has_text=name).get_by_text("created")).to_be_visible()
+    assert admin.close() == []
+
+
 def test_failed_embedding_is_retried_after_fixing_the_chunk_config(platform: str, browser: Any, tmp_path: Path) -> None:
     """A realistic failure: a saved chunk size beyond the model's limit fails the document with
     ``chunks_too_long``; the admin fixes the config and retries. Then groups change, the document leaves the

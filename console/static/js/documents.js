@@ -192,11 +192,18 @@ async function chunks(base, doc, body, request) {
   }
 }
 
+// What chonkit accepts, by file name (chonkit/document/parsing/doctype.py); a browser test compares the two.
+const UPLOAD_TYPES = [["PDF", [".pdf"]], ["DOCX", [".docx"]], ["Markdown", [".md", ".markdown"]],
+  ["HTML", [".html", ".htm"]], ["text", [".txt"]], ["CSV", [".csv"]], ["JSON", [".json"]]];
+const UPLOAD_NAMES = UPLOAD_TYPES.map(([name]) => name);
+const UPLOAD_HINT = `${UPLOAD_NAMES.slice(0, -1).join(", ")} and ${UPLOAD_NAMES.at(-1)}.`;
+
 function uploader(base, refresh) {
-  const input = h("input", { type: "file", multiple: true, name: "files", id: "upload-files" });
+  const accept = UPLOAD_TYPES.flatMap(([, extensions]) => extensions).join(",");
+  const input = h("input", { type: "file", multiple: true, name: "files", id: "upload-files", accept });
   const zone = h("div", { class: "drop" },
     h("p", {}, "Drop files here, or "), h("label", { for: "upload-files" }, "choose files to upload"), input,
-    h("p", { class: "muted" }, "PDF, DOCX, HTML, Markdown and text."));
+    h("p", { class: "muted" }, UPLOAD_HINT));
   const results = h("ul", { class: "plain", "aria-live": "polite" });
   const message = messageArea();
 
