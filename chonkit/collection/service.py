@@ -25,7 +25,8 @@ from chonkit.collection.models import (
 )
 from chonkit.collection.repository import CollectionRepository
 from common.embedders.base import EmbedderRegistry
-from common.errors import Conflict, InvalidInput, NotFound
+from common.errors import Conflict, NotFound
+from common.groups import check_groups
 from common.vectors.base import SearchFilter
 from common.vectors.records import checked_name
 from common.vectors.registry import VectorRegistry
@@ -55,16 +56,6 @@ def identity_of(collection: Collection) -> Identity:
         embeddingProvider=collection.embedding_provider,
         groups=list(collection.groups) if collection.groups else msgspec.UNSET,
     )
-
-
-def check_groups(groups: list[str]) -> list[str]:
-    """Groups match exactly (case-sensitive, no trimming), so names with stray whitespace are refused."""
-    for group in groups:
-        if group != group.strip() or any(ch in group for ch in "\r\n\t\0"):
-            raise InvalidInput(
-                f"Group {group!r} has leading/trailing whitespace or control characters.", code="invalid_group"
-            )
-    return sorted(set(groups))
 
 
 def provider_catalog(vectors: VectorRegistry, embedders: EmbedderRegistry) -> Providers:
