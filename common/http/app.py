@@ -13,7 +13,6 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
@@ -21,6 +20,7 @@ from common.auth import Authenticator
 from common.config import Settings
 from common.db import Database, PoolDatabase
 from common.db.database import Connection
+from common.http.docs import MountedOpenAPIDocument, SwaggerUIPage, docs_router
 from common.http.problems import EXCEPTION_HANDLERS
 from common.http.security import provide_principal
 from common.http.system import SystemController
@@ -126,8 +126,8 @@ def build_service_app(
             title=title,
             version="0.1.0",
             description=description,
-            path="/docs",
-            render_plugins=[ScalarRenderPlugin()],
+            openapi_router=docs_router(),
+            render_plugins=[SwaggerUIPage(), MountedOpenAPIDocument()],
             components=Components(
                 security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT")}
             ),
