@@ -89,6 +89,7 @@ def build_service_app(
     authenticator: Authenticator | None = None,
     lifespans: Sequence[Lifespan] = (),
     state: dict[str, Any] | None = None,
+    dependencies: dict[str, Provide] | None = None,
 ) -> Litestar:
     """A Ragu service. Without ``database`` the lifespan opens a pool on ``settings.database_url``."""
 
@@ -120,7 +121,11 @@ def build_service_app(
             }
         ),
         lifespan=[open_database, *lifespans],
-        dependencies={"conn": Provide(provide_connection), "principal": Provide(provide_principal)},
+        dependencies={
+            "conn": Provide(provide_connection),
+            "principal": Provide(provide_principal),
+            **(dependencies or {}),
+        },
         exception_handlers=EXCEPTION_HANDLERS,
         openapi_config=OpenAPIConfig(
             title=title,
