@@ -1,12 +1,18 @@
-"""Kappi: agents grounded in the collections a user's groups may read."""
+"""Kappi: agents grounded in the collections a user's groups may read.
+
+:class:`Kappi` is the composition root: every collaborator a handler may use, built once in the lifespan and
+handed to handlers as typed dependencies. Handlers parse, call one service method and return.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
 
-from litestar import Litestar, Request, Router
+from litestar import Litestar, Router
+from litestar.datastructures import State
+from litestar.di import Provide
 
 from common.auth import Authenticator
 from common.clients import SharedClients
@@ -17,9 +23,50 @@ from common.http.security import admin_only, authenticate_request
 from kappi.access.identities import IdentityReader
 from kappi.agent.cache import AgentCache
 from kappi.agent.controller import AgentAdminController
+from kappi.agent.service import AgentService
 from kappi.chat.controller import AgentController, ChatController
+from kappi.chat.service import ChatService
 from kappi.llm.registry import LlmRegistry, default_llm_registry
 from kappi.retrieval.service import QueryVectors, Retriever
+
+
+@dataclass(frozen=True, slots=True)
+class Kappi:
+    """What kappi's handlers are built from; one per app, made when its database and clients are open."""
+
+    identities: IdentityReader
+    retriever: Retriever
+    agent_cache: AgentCache
+    chats: ChatService
+    agents: AgentService
+
+    @classmethod
+    def build(
+        cls, db: Database, clients: SharedClients, llms: LlmRegistry, authenticator: Authenticator, *, ttl: float
+    ) -> Kappi:
+        identities = IdentityReader(clients.vectors, ttl_seconds=ttl)
+        retriever = Retriever(identities, clients.vectors, QueryVectors(clients.embedders))
+        agent_cache = AgentCache(db, ttl_seconds=ttl)
+        return cls(
+            identities=identities,
+            retriever=retriever,
+            agent_cache=agent_cache,
+            chats=ChatService(db, retriever, llms, agent_cache),
+            agents=AgentService(db, identities, retriever, llms.check_model, authenticator, changed=agent_cache.forget),
+        )
+
+
+def kappi_of(state: State) -> Kappi:
+    kappi: Kappi = state.kappi
+    return kappi
+
+
+def provide_chats(state: State) -> ChatService:
+    return kappi_of(state).chats
+
+
+def provide_agents(state: State) -> AgentService:
+    return kappi_of(state).agents
 
 
 def create_app(
@@ -32,6 +79,7 @@ def create_app(
     identity_ttl_seconds: float = 0.5,
 ) -> Litestar:
     clients = clients or SharedClients(settings)
+    authenticator = authenticator or Authenticator(settings)
     llms = llms or default_llm_registry(
         cohere_api_key=settings.cohere_api_key,
         cohere_base_url=settings.cohere_base_url,
@@ -42,20 +90,13 @@ def create_app(
     )
 
     @asynccontextmanager
-    async def open_clients(app: Litestar) -> AsyncIterator[None]:
+    async def compose(app: Litestar) -> AsyncIterator[None]:
         async with clients.opened():
-            app.state.identities = IdentityReader(clients.vectors, ttl_seconds=identity_ttl_seconds)
-            app.state.retriever = Retriever(app.state.identities, clients.vectors, QueryVectors(clients.embedders))
-            app.state.agents = AgentCache(app.state.db, ttl_seconds=identity_ttl_seconds)
+            app.state.kappi = Kappi.build(app.state.db, clients, llms, authenticator, ttl=identity_ttl_seconds)
             yield
 
-    async def forget_agents(request: Request[Any, Any, Any]) -> None:
-        """After an admin write (committed by now), this process's questions see the agent as it is."""
-        if request.method != "GET":
-            request.app.state.agents.forget()
-
     users = Router("/", route_handlers=[AgentController, ChatController], before_request=authenticate_request)
-    admins = Router("/", route_handlers=[AgentAdminController], guards=[admin_only], after_response=forget_agents)
+    admins = Router("/", route_handlers=[AgentAdminController], guards=[admin_only])
     return build_service_app(
         service_name="kappi",
         title="Kappi",
@@ -64,6 +105,10 @@ def create_app(
         route_handlers=[users, admins],
         database=database,
         authenticator=authenticator,
-        lifespans=[open_clients],
+        lifespans=[compose],
         state={"clients": clients, "llms": llms},
+        dependencies={
+            "chats": Provide(provide_chats, sync_to_thread=False),
+            "agents": Provide(provide_agents, sync_to_thread=False),
+        },
     )

@@ -5,13 +5,11 @@ from __future__ import annotations
 from uuid import UUID
 
 from litestar import Controller, delete, get, patch, post, put
-from litestar.datastructures import State
-from litestar.di import NamedDependency, Provide
+from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from common.auth import Principal
-from common.db.database import Connection
 from kappi.agent.models import (
     AccessExplanation,
     AccessQuery,
@@ -22,20 +20,12 @@ from kappi.agent.models import (
     AssignmentChanges,
     AssignmentReport,
 )
-from kappi.agent.repository import AgentRepository
 from kappi.agent.service import AgentService
-
-
-async def provide_agent_service(state: State, conn: NamedDependency[Connection]) -> AgentService:
-    return AgentService(
-        AgentRepository(conn), state.identities, state.retriever, state.llms.check_model, state.authenticator
-    )
 
 
 class AgentAdminController(Controller):
     path = "/admin/agents"
     tags = ["agents (admin)"]
-    dependencies = {"agents": Provide(provide_agent_service)}
 
     @post("/", status_code=HTTP_201_CREATED, summary="Create an agent")
     async def create(

@@ -1,37 +1,36 @@
-"""Chat: a user's question → retrieval over what their groups allow → the agent's LLM → a cited answer.
+"""Chat: a user's chats and questions → retrieval over what their groups allow → the agent's LLM → a cited answer.
 
 Access is decided on every question, never once per chat: the agent must still be visible to the
 user, and :class:`~kappi.retrieval.service.Retriever` re-reads the collections' identities. Nothing
 about collections the user cannot read reaches them — not in sources, citations, errors or timings.
+
+Every method opens its own short transaction, so a streamed answer (which outlives its request) never holds
+one: the question is committed before the answer starts, and the answer is saved on a transaction of its own.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 from uuid import UUID
 
 import msgspec
 
 from common.auth import Principal
 from common.db import Database
-from common.errors import AppError, NotFound
+from common.errors import NotFound
 from kappi.access.identities import IdentityReader
 from kappi.access.policy import agent_visible, readable
-from kappi.agent.models import Agent, AgentVersion
+from kappi.agent.cache import AgentCache
+from kappi.agent.models import Agent
 from kappi.agent.repository import AgentRepository
-from kappi.chat.models import Answer, Chat, ChatDetail, ChatRow, Citation, Message, QueryAnswer, Timings, Usage
+from kappi.chat.answering import Answerer, AnswerStream, Prepared
+from kappi.chat.models import Answer, Chat, ChatDetail, ChatRow, Message, QueryAnswer
 from kappi.chat.repository import ChatRepository
-from kappi.llm.base import ChatMessage, LlmEvent, LlmRequest, Passage, Token
-from kappi.llm.base import Usage as LlmUsage
-from kappi.llm.prompt import system_prompt_with_context
+from kappi.llm.base import ChatMessage
 from kappi.llm.registry import LlmRegistry
-from kappi.retrieval.service import Retrieval, Retriever
+from kappi.retrieval.service import Retriever
 
 HISTORY_MESSAGES = 6
 """Recent messages (three turns) sent with a follow-up question."""
@@ -41,29 +40,6 @@ TITLE_CHARS = 80
 ANSWER_DEADLINE_SECONDS = 600.0
 """A ``pending`` answer older than this is shown as interrupted: its process died or could not save it. An
 answer still streaming past it (an LLM may stream for as long as it keeps sending) is completed as usual."""
-
-
-class Prepared(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything an answer needs, gathered inside a short transaction. Without a ``chat`` (the
-    stateless query API) nothing is saved."""
-
-    agent: Agent
-    config: AgentVersion
-    text: str
-    history: list[ChatMessage]
-    groups: frozenset[str]
-    chat: Chat | None = None
-    question: Message | None = None
-    answer_id: UUID | None = None
-    """The ``pending`` answer stored with the question, completed when the answer ends."""
-
-
-class Event(msgspec.Struct, frozen=True, kw_only=True):
-    """One stream event: ``sources``, ``token``, ``done`` or ``error``; its data holds our Structs as they
-    are (the SSE encoder takes them; :meth:`Answerer.query` reads them back without a round trip)."""
-
-    event: str
-    data: dict[str, Any]
 
 
 class _Shared(Protocol):
@@ -108,65 +84,90 @@ async def withhold(messages: list[Message], groups: frozenset[str], identities: 
 
 
 class ChatService:
-    def __init__(self, chats: ChatRepository, agents: AgentRepository, retriever: Retriever, llms: LlmRegistry) -> None:
-        self.chats = chats
+    def __init__(self, db: Database, retriever: Retriever, llms: LlmRegistry, agents: AgentCache) -> None:
+        self.db = db
+        self.identities = retriever.identities
+        self.answerer = Answerer(db, retriever, llms)
         self.agents = agents
-        self.retriever = retriever
-        self.llms = llms
+        """The stateless API's agents, read from memory (:class:`AgentCache`)."""
+
+    async def usable_agents(self, principal: Principal) -> list[Agent]:
+        async with self.db.transaction() as conn:
+            agents = AgentRepository(conn)
+            rows = await agents.rows(active_only=True)
+            return [await agents.assemble(r) for r in rows if agent_visible(r.groups, principal.groups)]
 
     async def visible_agent(self, agent_id: UUID, principal: Principal) -> Agent:
         """The agent if this user may use it now; otherwise "not found" (its existence is not revealed)."""
-        return await self.agents.assemble(visible(await self.agents.row(agent_id), agent_id, principal))
-
-    async def usable_agents(self, principal: Principal) -> list[Agent]:
-        rows = await self.agents.rows(active_only=True)
-        return [await self.agents.assemble(r) for r in rows if agent_visible(r.groups, principal.groups)]
+        async with self.db.transaction() as conn:
+            return await _visible_agent(AgentRepository(conn), agent_id, principal)
 
     async def create(self, agent_id: UUID, title: str | None, principal: Principal) -> Chat:
-        agent = await self.visible_agent(agent_id, principal)
-        chat_id = uuid.uuid4()
-        await self.chats.create(chat_id, agent.id, principal.subject, title)
-        return await self.get(chat_id, principal)
+        async with self.db.transaction() as conn:
+            agent = await _visible_agent(AgentRepository(conn), agent_id, principal)
+            chat_id = uuid.uuid4()
+            chats = ChatRepository(conn)
+            await chats.create(chat_id, agent.id, principal.subject, title)
+            return await _chat(chats, chat_id, principal)
 
     async def get(self, chat_id: UUID, principal: Principal) -> Chat:
-        row = await self.chats.get(chat_id, principal.subject)
-        if row is None:
-            raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
-        return _chat_view(row, principal)
+        async with self.db.transaction() as conn:
+            return await _chat(ChatRepository(conn), chat_id, principal)
 
     async def detail(self, chat_id: UUID, principal: Principal) -> ChatDetail:
-        chat = await self.get(chat_id, principal)
-        messages = _settled(await self.chats.messages(chat.id))
-        return ChatDetail(chat=chat, messages=await withhold(messages, principal.groups, self.retriever.identities))
+        async with self.db.transaction() as conn:
+            chats = ChatRepository(conn)
+            chat = await _chat(chats, chat_id, principal)
+            messages = _settled(await chats.messages(chat.id))
+        return ChatDetail(chat=chat, messages=await withhold(messages, principal.groups, self.identities))
 
     async def mine(self, principal: Principal, limit: int, offset: int) -> list[Chat]:
-        return [_chat_view(row, principal) for row in await self.chats.of_owner(principal.subject, limit, offset)]
+        async with self.db.transaction() as conn:
+            rows = await ChatRepository(conn).of_owner(principal.subject, limit, offset)
+        return [_chat_view(row, principal) for row in rows]
 
     async def rename(self, chat_id: UUID, title: str, principal: Principal) -> Chat:
-        if not await self.chats.rename(chat_id, principal.subject, title):
-            raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
-        return await self.get(chat_id, principal)
+        async with self.db.transaction() as conn:
+            chats = ChatRepository(conn)
+            if not await chats.rename(chat_id, principal.subject, title):
+                raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
+            return await _chat(chats, chat_id, principal)
 
     async def delete(self, chat_id: UUID, principal: Principal) -> None:
-        if not await self.chats.delete(chat_id, principal.subject):
-            raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
+        async with self.db.transaction() as conn:
+            if not await ChatRepository(conn).delete(chat_id, principal.subject):
+                raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
+
+    async def ask(self, chat_id: UUID, content: str, principal: Principal) -> Answer:
+        return await self.answerer.answer(await self.prepare(chat_id, content, principal))
+
+    async def ask_streaming(self, chat_id: UUID, content: str, principal: Principal) -> AnswerStream:
+        return AnswerStream(self.answerer, await self.prepare(chat_id, content, principal))
+
+    async def ask_once(self, agent_id: UUID, content: str, principal: Principal) -> QueryAnswer:
+        """A stateless question: the agent from memory (no database round trip), nothing stored."""
+        agent = visible(await self.agents.get(agent_id), agent_id, principal)
+        prepared = Prepared(agent=agent, config=agent.config, text=content, history=[], groups=principal.groups)
+        return await self.answerer.query(prepared)
 
     async def prepare(self, chat_id: UUID, content: str, principal: Principal) -> Prepared:
-        """Check access and store the question (committed before any streaming starts)."""
-        chat = await self.get(chat_id, principal)
-        agent = await self.visible_agent(chat.agent_id, principal)
-        recent = await withhold(
-            await self.chats.messages(chat.id, limit=HISTORY_MESSAGES), principal.groups, self.retriever.identities
-        )
-        history = [
-            ChatMessage(role=m.role, content=m.content) for m in recent if m.status == "complete" and not m.withheld
-        ]
-        question = await self.chats.add_message(uuid.uuid4(), chat.id, "user", content)
-        await self.chats.title_if_untitled(chat.id, title_from(content))
-        # Stored with the question, so no question is ever left without an answer, whatever happens next.
-        answer = await self.chats.add_message(
-            uuid.uuid4(), chat.id, "assistant", "", status="pending", agent_version=agent.config.version
-        )
+        """Check access and store the question with its ``pending`` answer, committed before answering starts:
+        an answer can take a minute of LLM time and must not hold a connection for it."""
+        async with self.db.transaction() as conn:
+            chats = ChatRepository(conn)
+            chat = await _chat(chats, chat_id, principal)
+            agent = await _visible_agent(AgentRepository(conn), chat.agent_id, principal)
+            recent = await withhold(await chats.messages(chat.id, limit=HISTORY_MESSAGES), principal.groups,
+                                    self.identities)  # fmt: skip
+            history = [
+                ChatMessage(role=m.role, content=m.content) for m in recent if m.status == "complete" and not m.withheld
+            ]
+            question = await chats.add_message(uuid.uuid4(), chat.id, "user", content)
+            await chats.title_if_untitled(chat.id, title_from(content))
+            # Stored with the question, so no question is ever left without an answer, whatever happens next.
+            answer = await chats.add_message(
+                uuid.uuid4(), chat.id, "assistant", "", status="pending", agent_version=agent.config.version
+            )
         return Prepared(
             chat=chat,
             agent=agent,
@@ -179,155 +180,15 @@ class ChatService:
         )
 
 
-class Answerer:
-    """Runs retrieval and the LLM for a prepared question; saves the answer on its own connection (a
-    streaming response outlives the request's transaction)."""
+async def _visible_agent(agents: AgentRepository, agent_id: UUID, principal: Principal) -> Agent:
+    return await agents.assemble(visible(await agents.row(agent_id), agent_id, principal))
 
-    def __init__(self, db: Database, retriever: Retriever, llms: LlmRegistry) -> None:
-        self.db = db
-        self.retriever = retriever
-        self.llms = llms
 
-    async def events(self, prepared: Prepared, *, reraise: bool = False) -> AsyncIterator[Event]:
-        """``sources``, then ``token``s, then ``done`` — or an ``error`` event (``reraise``: the error itself).
-        The answer is saved whatever happens, with its status, so the history shows failed answers too."""
-        started = time.perf_counter()
-        parts: list[str] = []
-        citations: list[Citation] = []
-        usage = Usage()
-        retrieval: Retrieval | None = None
-        status, error_code = "complete", None
-        llm_started = started
-        try:
-            retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
-            citations = _citations(retrieval)
-            yield Event(event="sources", data={"citations": citations})
-            llm_started = time.perf_counter()
-            # aclosing: a client that goes away stops the upstream LLM call now, not at garbage collection.
-            async with contextlib.aclosing(self._llm_stream(prepared, retrieval)) as stream:
-                async for item in stream:
-                    if isinstance(item, Token):
-                        parts.append(item.text)
-                        yield Event(event="token", data={"text": item.text})
-                    elif isinstance(item, LlmUsage):
-                        usage = _usage(item)
-        except AppError as exc:
-            status, error_code = "error", exc.code
-            if reraise:
-                raise
-            yield Event(event="error", data={"code": exc.code, "detail": exc.detail})
-        except (asyncio.CancelledError, GeneratorExit):
-            status, error_code = "cancelled", "client_disconnected"
-            raise
-        finally:
-            timings = _timings(retrieval, started, llm_started, answered=bool(parts) or status == "complete")
-            saved: Message | None = None
-            unsaved: AppError | None = None
-            try:
-                if prepared.chat is not None:
-                    saved = await asyncio.shield(
-                        self._save(
-                            prepared,
-                            content="".join(parts),
-                            status=status,
-                            citations=citations,
-                            usage=usage,
-                            timings=timings,
-                            error_code=error_code,
-                        )
-                    )
-            except AppError as exc:  # the database went away while we answered; an error already in flight wins
-                unsaved = exc
-        if unsaved is not None and status == "complete":
-            # The stream still ends with an event that has a code, never with a reset connection.
-            if reraise:
-                raise unsaved
-            yield Event(event="error", data={"code": unsaved.code, "detail": unsaved.detail})
-            return
-        if status == "complete":
-            yield Event(
-                event="done",
-                data={
-                    "message_id": None if saved is None else str(saved.id),
-                    "usage": usage,
-                    "timings": timings,
-                    "sources_used": len(citations),
-                },
-            )
-
-    async def answer(self, prepared: Prepared) -> Answer:
-        """The non-streaming variant: the same pipeline, collected; errors are raised as they are."""
-        async for _ in self.events(prepared, reraise=True):
-            pass
-        if prepared.question is None or prepared.answer_id is None:
-            raise ValueError("answer() needs a chat; use query() for stateless questions")
-        async with self.db.transaction() as conn:
-            answer = await ChatRepository(conn).message(prepared.answer_id)
-        if answer is None:  # the chat was deleted while it was being answered
-            raise NotFound("No such chat any more.", code="chat_not_found")
-        return Answer(question=prepared.question, answer=answer)
-
-    async def query(self, prepared: Prepared) -> QueryAnswer:
-        """A stateless answer (nothing stored): the same retrieval, access checks and LLM as a chat, collected
-        without :meth:`events`' stream of events (~3 % of a question's CPU at c=16, ``bench/kappi_bench.py``);
-        errors are raised as they are."""
-        started = time.perf_counter()
-        retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
-        text: list[str] = []
-        usage = Usage()
-        llm_started = time.perf_counter()
-        async with contextlib.aclosing(self._llm_stream(prepared, retrieval)) as stream:
-            async for item in stream:
-                if isinstance(item, Token):
-                    text.append(item.text)
-                elif isinstance(item, LlmUsage):
-                    usage = _usage(item)
-        timings = _timings(retrieval, started, llm_started, answered=True)
-        return QueryAnswer(answer="".join(text), citations=_citations(retrieval), usage=usage, timings=timings)
-
-    def _llm_stream(self, prepared: Prepared, retrieval: Retrieval) -> AsyncGenerator[LlmEvent, None]:
-        """The agent's LLM answering the question from the retrieved passages."""
-        provider = self.llms.get(prepared.config.llm_provider)
-        return provider.stream(_llm_request(prepared, retrieval, with_system=provider.reads_system_prompt))
-
-    async def save_unstarted(self, prepared: Prepared) -> None:
-        """Save the answer to a question whose stream never began (its client left first) as ``cancelled``:
-        :meth:`events` saves every answer it starts, and no question is left in the history without one."""
-        timings = Timings(embed_ms=0.0, search_ms=0.0, llm_ms=0.0, total_ms=0.0)
-        await self._save(
-            prepared,
-            content="",
-            status="cancelled",
-            citations=[],
-            usage=Usage(),
-            timings=timings,
-            error_code="client_disconnected",
-        )
-
-    async def _save(
-        self,
-        prepared: Prepared,
-        *,
-        content: str,
-        status: str,
-        citations: list[Citation],
-        usage: Usage,
-        timings: Timings,
-        error_code: str | None,
-    ) -> Message | None:
-        """Complete the question's ``pending`` answer; ``None`` if its chat was deleted meanwhile."""
-        if prepared.answer_id is None:
-            raise ValueError("nothing to save a stateless answer to")
-        async with self.db.transaction() as conn:
-            return await ChatRepository(conn).finish_message(
-                prepared.answer_id,
-                content,
-                status=status,
-                citations=citations,
-                usage=usage,
-                timings=timings,
-                error_code=error_code,
-            )
+async def _chat(chats: ChatRepository, chat_id: UUID, principal: Principal) -> Chat:
+    row = await chats.get(chat_id, principal.subject)
+    if row is None:
+        raise NotFound(f"No chat {chat_id}.", code="chat_not_found")
+    return _chat_view(row, principal)
 
 
 def _chat_view(row: ChatRow, principal: Principal) -> Chat:
@@ -362,63 +223,3 @@ def _settled(messages: list[Message]) -> list[Message]:
         else m
         for m in messages
     ]
-
-
-def _usage(reported: LlmUsage) -> Usage:
-    return Usage(input_tokens=reported.input_tokens, output_tokens=reported.output_tokens)
-
-
-def _timings(retrieval: Retrieval | None, started: float, llm_started: float, *, answered: bool) -> Timings:
-    """Per-stage milliseconds; the LLM's time only if it answered (or began to)."""
-    finished = time.perf_counter()
-    return Timings(
-        embed_ms=retrieval.embed_ms if retrieval else 0.0,
-        search_ms=retrieval.search_ms if retrieval else 0.0,
-        llm_ms=round((finished - llm_started) * 1000, 3) if answered else 0.0,
-        total_ms=round((finished - started) * 1000, 3),
-    )
-
-
-def _citations(retrieval: Retrieval) -> list[Citation]:
-    return [
-        Citation(
-            citation=n,
-            collection=c.collection,
-            vector_provider=c.vector_provider,
-            document_id=c.document_id,
-            document_name=c.document_name,
-            page_start=c.page_start,
-            page_end=c.page_end,
-            text=c.text,
-            score=round(c.score, 6),
-        )
-        for n, c in enumerate(retrieval.chunks, start=1)
-    ]
-
-
-def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool) -> LlmRequest:
-    passages = [
-        Passage(
-            collection=c.collection,
-            instruction=c.instruction or None,
-            document_id=c.document_id,
-            document_name=c.document_name,
-            page_start=c.page_start,
-            page_end=c.page_end,
-            text=c.context,
-            score=c.score,
-            citation=n,
-        )
-        for n, c in enumerate(retrieval.chunks, start=1)
-    ]
-    config = prepared.config
-    return LlmRequest(
-        model=config.llm_model,
-        system=system_prompt_with_context(config.system_prompt, passages, config.context_template)
-        if with_system
-        else "",
-        messages=[*prepared.history, ChatMessage(role="user", content=prepared.text)],
-        passages=passages,
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-    )

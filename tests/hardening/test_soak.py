@@ -165,7 +165,7 @@ def test_a_request_on_a_connection_idle_for_almost_five_seconds_survives_a_serve
 def test_a_question_whose_client_leaves_before_the_stream_begins_gets_a_cancelled_answer(server: RaguServer) -> None:
     """Found by the soak (unanswered questions in histories): a client that sends a question and disconnects
     at once had its question saved but the response cancelled before the answer's generator ever ran, so no
-    answer was saved, against :meth:`kappi.chat.service.Answerer.events`' promise. It is now saved as
+    answer was saved, against :meth:`kappi.chat.answering.Answerer.events`' promise. It is now saved as
     ``cancelled``. The request is written on a raw socket that is closed without reading anything."""
     user = server.headers("soak-leaver")
     with httpx.Client(base_url=server.base_url) as client:

@@ -1,0 +1,266 @@
+"""Answering a prepared question: retrieval, then the agent's LLM — one pipeline, collected or streamed.
+
+:meth:`Answerer.query` collects it (the stateless API, nothing saved); :meth:`Answerer.events` streams it as
+SSE events and saves the answer on its own transaction whatever happens (a streaming response outlives the
+request, so it may hold no request-scoped connection); :meth:`Answerer.answer` is the stream, collected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from common.db import Database
+from common.errors import AppError, NotFound
+from kappi.agent.models import Agent, AgentVersion
+from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timings, Usage
+from kappi.chat.repository import ChatRepository
+from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token
+from kappi.llm.base import Usage as LlmUsage
+from kappi.llm.prompt import system_prompt_with_context
+from kappi.llm.registry import LlmRegistry
+from kappi.retrieval.service import Retrieval, Retriever
+
+
+class Prepared(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything an answer needs, gathered inside a short transaction. Without a ``chat`` (the
+    stateless query API) nothing is saved."""
+
+    agent: Agent
+    config: AgentVersion
+    text: str
+    history: list[ChatMessage]
+    groups: frozenset[str]
+    chat: Chat | None = None
+    question: Message | None = None
+    answer_id: UUID | None = None
+    """The ``pending`` answer stored with the question, completed when the answer ends."""
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """One stream event: ``sources``, ``token``, ``done`` or ``error``; its data holds our Structs as they
+    are (the SSE encoder takes them)."""
+
+    event: str
+    data: dict[str, Any]
+
+
+Step = Retrieval | Token | LlmUsage
+"""What the pipeline yields: the retrieval first, then the LLM's tokens and its usage."""
+
+
+class Answerer:
+    def __init__(self, db: Database, retriever: Retriever, llms: LlmRegistry) -> None:
+        self.db = db
+        self.retriever = retriever
+        self.llms = llms
+
+    async def pipeline(self, prepared: Prepared) -> AsyncGenerator[Step, None]:
+        """The one answer pipeline both forms consume. ``aclosing``: a client that goes away stops the
+        upstream LLM call now, not at garbage collection."""
+        retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
+        yield retrieval
+        provider = self.llms.get(prepared.config.llm_provider)
+        request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
+        async with contextlib.aclosing(provider.stream(request)) as stream:
+            async for item in stream:
+                yield item
+
+    async def query(self, prepared: Prepared) -> QueryAnswer:
+        """A stateless answer (nothing stored); errors are raised as they are."""
+        run = _Run()
+        async with contextlib.aclosing(self.pipeline(prepared)) as steps:
+            async for step in steps:
+                run.take(step)
+        return QueryAnswer(
+            answer="".join(run.parts),
+            citations=run.citations,
+            usage=run.usage,
+            timings=run.timings(answered=True),
+        )
+
+    async def events(self, prepared: Prepared, *, reraise: bool = False) -> AsyncIterator[Event]:
+        """``sources``, then ``token``s, then ``done`` — or an ``error`` event (``reraise``: the error itself).
+        The answer is saved whatever happens, with its status, so the history shows failed answers too."""
+        run = _Run()
+        status, error_code = "complete", None
+        try:
+            async with contextlib.aclosing(self.pipeline(prepared)) as steps:
+                async for step in steps:
+                    run.take(step)
+                    if isinstance(step, Retrieval):
+                        yield Event(event="sources", data={"citations": run.citations})
+                    elif isinstance(step, Token):
+                        yield Event(event="token", data={"text": step.text})
+        except AppError as exc:
+            status, error_code = "error", exc.code
+            if reraise:
+                raise
+            yield Event(event="error", data={"code": exc.code, "detail": exc.detail})
+        except (asyncio.CancelledError, GeneratorExit):
+            status, error_code = "cancelled", "client_disconnected"
+            raise
+        finally:
+            timings = run.timings(answered=bool(run.parts) or status == "complete")
+            saved: Message | None = None
+            unsaved: AppError | None = None
+            try:
+                if prepared.chat is not None:
+                    saved = await asyncio.shield(
+                        self._save(prepared, run, status=status, timings=timings, error_code=error_code)
+                    )
+            except AppError as exc:  # the database went away while we answered; an error already in flight wins
+                unsaved = exc
+        if unsaved is not None and status == "complete":
+            # The stream still ends with an event that has a code, never with a reset connection.
+            if reraise:
+                raise unsaved
+            yield Event(event="error", data={"code": unsaved.code, "detail": unsaved.detail})
+            return
+        if status == "complete":
+            yield Event(
+                event="done",
+                data={
+                    "message_id": None if saved is None else str(saved.id),
+                    "usage": run.usage,
+                    "timings": timings,
+                    "sources_used": len(run.citations),
+                },
+            )
+
+    async def answer(self, prepared: Prepared) -> Answer:
+        """The non-streaming chat answer: the stream, collected and saved; errors are raised as they are."""
+        async for _ in self.events(prepared, reraise=True):
+            pass
+        if prepared.question is None or prepared.answer_id is None:
+            raise ValueError("answer() needs a chat; use query() for stateless questions")
+        async with self.db.transaction() as conn:
+            answer = await ChatRepository(conn).message(prepared.answer_id)
+        if answer is None:  # the chat was deleted while it was being answered
+            raise NotFound("No such chat any more.", code="chat_not_found")
+        return Answer(question=prepared.question, answer=answer)
+
+    async def save_unstarted(self, prepared: Prepared) -> None:
+        """Save the answer to a question whose stream never began (its client left first) as ``cancelled``:
+        :meth:`events` saves every answer it starts, and no question is left in the history without one."""
+        timings = Timings(embed_ms=0.0, search_ms=0.0, llm_ms=0.0, total_ms=0.0)
+        await self._save(prepared, _Run(), status="cancelled", timings=timings, error_code="client_disconnected")
+
+    async def _save(
+        self, prepared: Prepared, run: _Run, *, status: str, timings: Timings, error_code: str | None
+    ) -> Message | None:
+        """Complete the question's ``pending`` answer; ``None`` if its chat was deleted meanwhile."""
+        if prepared.answer_id is None:
+            raise ValueError("nothing to save a stateless answer to")
+        async with self.db.transaction() as conn:
+            return await ChatRepository(conn).finish_message(
+                prepared.answer_id,
+                "".join(run.parts),
+                status=status,
+                citations=run.citations,
+                usage=run.usage,
+                timings=timings,
+                error_code=error_code,
+            )
+
+
+class AnswerStream:
+    """One streamed answer. A client that leaves before streaming begins cancels the response before
+    :meth:`events` ever runs, so nothing would save the answer; :meth:`settle` runs after the response and
+    saves it as cancelled then (found by the soak, ``bench/soak.py``)."""
+
+    def __init__(self, answerer: Answerer, prepared: Prepared) -> None:
+        self.answerer = answerer
+        self.prepared = prepared
+        self.started = False
+
+    async def events(self) -> AsyncIterator[Event]:
+        self.started = True
+        async for event in self.answerer.events(self.prepared):
+            yield event
+
+    async def settle(self) -> None:
+        if not self.started:
+            await self.answerer.save_unstarted(self.prepared)
+
+
+class _Run:
+    """What one answer has gathered so far: its citations, text, usage and stage clocks."""
+
+    def __init__(self) -> None:
+        self.started = self.llm_started = time.perf_counter()
+        self.retrieval: Retrieval | None = None
+        self.citations: list[Citation] = []
+        self.parts: list[str] = []
+        self.usage = Usage()
+
+    def take(self, step: Step) -> None:
+        if isinstance(step, Retrieval):
+            self.retrieval, self.citations = step, _citations(step)
+            self.llm_started = time.perf_counter()
+        elif isinstance(step, Token):
+            self.parts.append(step.text)
+        else:
+            self.usage = Usage(input_tokens=step.input_tokens, output_tokens=step.output_tokens)
+
+    def timings(self, *, answered: bool) -> Timings:
+        """Per-stage milliseconds; the LLM's time only if it answered (or began to)."""
+        finished = time.perf_counter()
+        retrieval = self.retrieval
+        return Timings(
+            embed_ms=retrieval.embed_ms if retrieval else 0.0,
+            search_ms=retrieval.search_ms if retrieval else 0.0,
+            llm_ms=round((finished - self.llm_started) * 1000, 3) if answered else 0.0,
+            total_ms=round((finished - self.started) * 1000, 3),
+        )
+
+
+def _citations(retrieval: Retrieval) -> list[Citation]:
+    return [
+        Citation(
+            citation=n,
+            collection=c.collection,
+            vector_provider=c.vector_provider,
+            document_id=c.document_id,
+            document_name=c.document_name,
+            page_start=c.page_start,
+            page_end=c.page_end,
+            text=c.text,
+            score=round(c.score, 6),
+        )
+        for n, c in enumerate(retrieval.chunks, start=1)
+    ]
+
+
+def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool) -> LlmRequest:
+    passages = [
+        Passage(
+            collection=c.collection,
+            instruction=c.instruction or None,
+            document_id=c.document_id,
+            document_name=c.document_name,
+            page_start=c.page_start,
+            page_end=c.page_end,
+            text=c.context,
+            score=c.score,
+            citation=n,
+        )
+        for n, c in enumerate(retrieval.chunks, start=1)
+    ]
+    config = prepared.config
+    return LlmRequest(
+        model=config.llm_model,
+        system=system_prompt_with_context(config.system_prompt, passages, config.context_template)
+        if with_system
+        else "",
+        messages=[*prepared.history, ChatMessage(role="user", content=prepared.text)],
+        passages=passages,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+    )
