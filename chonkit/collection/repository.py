@@ -20,6 +20,17 @@ _SELECT = """
 """
 
 
+class PendingRename(msgspec.Struct, frozen=True, kw_only=True):
+    """One collection whose chunks of a renamed document must be given the document's name as it is now."""
+
+    collection_id: UUID
+    document_id: UUID
+    attempts: int
+    collection_name: str
+    vector_provider: str
+    document_name: str
+
+
 def _collection(record: Any) -> Collection:
     return msgspec.convert(dict(record), Collection)
 
@@ -109,3 +120,46 @@ class CollectionRepository:
             "SELECT id::text AS id, name FROM chonkit.documents WHERE id::text = ANY($1::text[])", document_ids
         )
         return {r["id"]: r["name"] for r in records}
+
+    async def queue_rename(self, document_id: UUID) -> None:
+        """Every collection holding the document is to rename its chunks (again, if a rename is pending)."""
+        await self.conn.execute(
+            """INSERT INTO chonkit.pending_renames (collection_id, document_id)
+               SELECT collection_id, document_id FROM chonkit.collection_documents WHERE document_id = $1
+               ON CONFLICT (collection_id, document_id) DO UPDATE
+               SET attempts = 0, error = NULL, next_attempt_at = now()""",
+            document_id,
+        )
+
+    async def claim_rename(self) -> PendingRename | None:
+        """The rename due longest ago, locked until the transaction ends (other workers skip it)."""
+        record = await self.conn.fetchrow(
+            """SELECT r.collection_id, r.document_id, r.attempts, c.name AS collection_name, c.vector_provider,
+                      d.name AS document_name
+               FROM chonkit.pending_renames r
+               JOIN chonkit.collections c ON c.id = r.collection_id
+               JOIN chonkit.documents d ON d.id = r.document_id
+               WHERE r.next_attempt_at <= now()
+               ORDER BY r.next_attempt_at LIMIT 1
+               FOR UPDATE OF r SKIP LOCKED"""
+        )
+        return None if record is None else msgspec.convert(dict(record), PendingRename)
+
+    async def finish_rename(self, rename: PendingRename) -> None:
+        await self.conn.execute(
+            "DELETE FROM chonkit.pending_renames WHERE collection_id = $1 AND document_id = $2",
+            rename.collection_id,
+            rename.document_id,
+        )
+
+    async def postpone_rename(self, rename: PendingRename, error: str) -> None:
+        """Try again after a wait that doubles with every failure, up to five minutes."""
+        await self.conn.execute(
+            """UPDATE chonkit.pending_renames
+               SET attempts = attempts + 1, error = $3, next_attempt_at = now()
+                   + least(interval '1 second' * power(2, least(attempts, 9)), interval '5 minutes')
+               WHERE collection_id = $1 AND document_id = $2""",
+            rename.collection_id,
+            rename.document_id,
+            error,
+        )

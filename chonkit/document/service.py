@@ -160,6 +160,8 @@ class DocumentService:
         return document
 
     async def patch(self, document_id: UUID, patch: DocumentPatch) -> Document:
+        """A new name is queued for the chunks of every collection holding the document, in this transaction;
+        the embedding worker writes it to the vector stores (and keeps it queued while a store is down)."""
         changes: dict[str, Any] = {
             field: value for field in patch.__struct_fields__ if (value := getattr(patch, field)) is not msgspec.UNSET
         }
@@ -170,6 +172,8 @@ class DocumentService:
         document = await self.repo.update(document_id, changes)
         if document is None:
             raise NotFound(f"No document {document_id}.", code="document_not_found")
+        if "name" in changes:
+            await self.collections.queue_rename(document_id)
         return document
 
     async def delete(self, document_id: UUID) -> Document:

@@ -196,6 +196,14 @@ class JobRepository:
                 [(collection_id, document_id, *p) for p in parents],
             )
 
+    async def document_name_for_write(self, document_id: UUID) -> str | None:
+        """The document's name, held until the write commits: a rename then either waits for the write and
+        finds the chunks it wrote, or the write waits for the rename and writes the new name."""
+        name: str | None = await self.conn.fetchval(
+            "SELECT name FROM chonkit.documents WHERE id = $1 FOR SHARE", document_id
+        )
+        return name
+
     async def record_embedded(
         self, collection_id: UUID, document_id: UUID, sha256: str, config_hash: str, chunk_count: int
     ) -> None:

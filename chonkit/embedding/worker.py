@@ -7,6 +7,8 @@ six heartbeats; and point ids are derived from (collection, document, chunk inde
 so redoing a document overwrites the same points instead of adding new ones. The final write — vector
 store, parent chunks, the ``collection_documents`` row and the item's ``done`` — happens under the
 collection's advisory lock in one transaction, which also serialises it with group changes.
+
+The worker also applies document renames to the chunks already written (``chonkit.pending_renames``).
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ class EmbeddingWorker:
                     await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
 
     async def run_once(self) -> bool:
-        """Process one job item; False when there was nothing to do."""
+        """Apply one pending rename or process one job item; False when there was nothing to do."""
+        if await self._rename_once():
+            return True
         async with self.db.transaction() as conn:
             item = await JobRepository(conn).claim(self.name, self.stale_after)
         if item is None:
@@ -136,6 +140,32 @@ class EmbeddingWorker:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
+        return True
+
+    async def _rename_once(self) -> bool:
+        """Give one collection's chunks of a renamed document the document's current name. A store that is
+        down or refuses keeps the rename pending, tried again after a growing wait: it is never lost."""
+        async with self.db.transaction() as conn:
+            collections = CollectionRepository(conn)
+            rename = await collections.claim_rename()
+            if rename is None:
+                return False
+            try:
+                store = self.vectors.get(rename.vector_provider)
+                await store.rename_document(rename.collection_name, str(rename.document_id), rename.document_name)
+            except Exception as exc:  # whatever the failure, it must not stall the job queue behind this rename
+                detail = exc.detail if isinstance(exc, AppError) else f"Unexpected error: {exc!r}"
+                logger.warning(
+                    "renaming document %s in %s failed (attempt %d): %s",
+                    rename.document_id,
+                    rename.collection_name,
+                    rename.attempts + 1,
+                    detail,
+                    exc_info=not isinstance(exc, AppError),
+                )
+                await collections.postpone_rename(rename, detail)
+            else:
+                await collections.finish_rename(rename)
         return True
 
     async def _beat(self, item: ClaimedItem, lost: asyncio.Event) -> None:
@@ -276,13 +306,15 @@ class EmbeddingWorker:
             current = await collections.get(collection.id)  # groups as of now, not as of the job's start
             if current is None:
                 raise _Stop("cancelled")
-            if await DocumentRepository(conn).get(document.id) is None:
+            jobs = JobRepository(conn)
+            name = await jobs.document_name_for_write(document.id)
+            if name is None:
                 raise InvalidInput("The document was deleted while it was being embedded.", code="document_deleted")
             records = chunk_records(
                 collection_id=collection.id,
                 identity=identity_of(current).to_dict(),
                 document_id=document.id,
-                document_name=document.name,
+                document_name=name,
                 document_sha256=document.sha256,
                 result=result,
                 vectors=vectors,
@@ -290,7 +322,6 @@ class EmbeddingWorker:
             await store.delete_document(collection.name, str(document.id))
             for batch_start in range(0, len(records), WRITE_BATCH):
                 await store.upsert(collection.name, records[batch_start : batch_start + WRITE_BATCH])
-            jobs = JobRepository(conn)
             await jobs.replace_parents(
                 collection.id,
                 document.id,

@@ -143,6 +143,11 @@ class VectorStore(Protocol):
         """Remove every chunk of a document (idempotent)."""
         ...
 
+    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
+        """Set ``document_name`` on every chunk of a document (idempotent; other chunks and the identity stay
+        as they are): citations and search show a document under the name it has now."""
+        ...
+
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         """Remove chunks by id (idempotent; the identity id is refused with ``InvalidInput``)."""
         ...

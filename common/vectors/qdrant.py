@@ -176,6 +176,16 @@ class QdrantStore:
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
 
+    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
+        checked_name(name)
+        payload = {"document_name": document_name}
+        try:
+            await self._client.set_payload(
+                name, payload=payload, points=_chunks_where(document_id=document_id), wait=True
+            )
+        except _VENDOR_ERRORS as exc:
+            raise await self._translated(exc, name) from exc
+
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         checked_name(name)
         point_ids: list[models.ExtendedPointId] = [str(chunk_uuid(id_)) for id_ in ids]

@@ -169,6 +169,12 @@ class ResidentPgVectorStore(PgVectorStore):
         finally:
             self._changed(name)
 
+    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
+        try:
+            await super().rename_document(name, document_id, document_name)
+        finally:
+            self._changed(name)
+
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         try:
             await super().delete_ids(name, ids)

@@ -372,6 +372,29 @@ class WeaviateStore:
         checked_name(name)
         await self._delete_where(name, Filter.by_property("document_id").equal(document_id) & _NOT_IDENTITY)
 
+    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
+        """The document's chunks re-inserted with their vectors and the new name (no bulk update exists; the
+        scan covers the whole collection, as :meth:`document_ids` does — renames are rare)."""
+        checked_name(name)
+        await self._require(name)
+        collection = self._client.collections.use(name)
+        batch: list[DataObject[dict[str, Any], None]] = []
+        try:
+            async for obj in collection.iterator(include_vector=True, cache_size=WRITE_BATCH):
+                properties = obj.properties
+                if obj.uuid.int == 0 or properties.get("document_id") != document_id:
+                    continue
+                if properties.get("document_name") == document_name:
+                    continue
+                renamed = {**stored_properties(properties), "document_name": document_name}
+                batch.append(DataObject(properties=renamed, uuid=obj.uuid, vector=obj.vector))
+                if len(batch) == WRITE_BATCH:
+                    await _insert(collection, batch)
+                    batch = []
+            await _insert(collection, batch)
+        except WeaviateBaseError as exc:
+            raise await self._translated(exc, name) from exc
+
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         checked_name(name)
         uuids = [chunk_uuid(id_) for id_ in ids]
