@@ -25,6 +25,8 @@ class JobItem(msgspec.Struct, frozen=True, kw_only=True):
     error_code: str | None
     error: str | None
     """Why the document failed, in plain words."""
+    reason: str | None
+    """Why the document was skipped, in plain words."""
     attempts: int
     chunks: int | None
     tokens: int | None

@@ -74,8 +74,8 @@ class JobRepository:
             "SELECT stage, count(*) AS n FROM chonkit.job_items WHERE job_id = $1 GROUP BY stage", job_id
         )
         items = await self.conn.fetch(
-            """SELECT i.document_id, d.name AS document_name, i.stage, i.error_code, i.error, i.attempts, i.chunks,
-                      i.tokens, i.timings, i.started_at, i.finished_at
+            """SELECT i.document_id, d.name AS document_name, i.stage, i.error_code, i.error, i.reason, i.attempts,
+                      i.chunks, i.tokens, i.timings, i.started_at, i.finished_at
                FROM chonkit.job_items i LEFT JOIN chonkit.documents d ON d.id = i.document_id
                WHERE i.job_id = $1 AND ($2::text IS NULL OR i.stage = $2)
                ORDER BY i.position LIMIT $3 OFFSET $4""",
@@ -134,7 +134,7 @@ class JobRepository:
         record = await self.conn.fetchrow(
             """UPDATE chonkit.job_items i
                SET stage = 'parsing', worker = $1, heartbeat_at = now(), attempts = i.attempts + 1,
-                   started_at = coalesce(i.started_at, now()), error = NULL, error_code = NULL
+                   started_at = coalesce(i.started_at, now()), error = NULL, error_code = NULL, reason = NULL
                FROM chonkit.jobs j
                WHERE j.id = i.job_id AND (i.job_id, i.document_id) = (
                    SELECT c.job_id, c.document_id FROM chonkit.job_items c

@@ -49,6 +49,7 @@ POINT_NAMESPACE = uuid.UUID("5b0c6a52-6f1d-4c1e-9a57-2f5d0b6a9c3e")
 MAX_ATTEMPTS = 5
 EMBED_BATCH = 64
 WRITE_BATCH = 256
+UNCHANGED = "Already embedded in this collection with the same content and settings."
 
 
 def point_id(collection_id: UUID, document_id: UUID, chunk_index: int, content_hash: str) -> str:
@@ -247,7 +248,7 @@ class EmbeddingWorker:
         store = self.vectors.get(collection.vector_provider)
         unchanged = state is not None and state[:2] == (document.sha256, digest)
         if unchanged and state and await store.count(collection.name, document_id=str(document.id)) == state[2]:
-            await self._finish(item, "skipped", chunks=state[2], timings=timings)
+            await self._finish(item, "skipped", chunks=state[2], timings=timings, reason=UNCHANGED)
             return
 
         started = time.perf_counter()

@@ -198,7 +198,9 @@ async def test_unchanged_documents_are_skipped_and_changed_configs_replace_vecto
     doc_id = await upload(chonkit, "handbook.pdf", pdf(HANDBOOK))
     first = await embed(chonkit, worker, collection["id"], doc_id)
     again = await embed(chonkit, worker, collection["id"], doc_id)
+    assert first["items"][0]["reason"] is None
     assert again["items"][0]["stage"] == "skipped"
+    assert again["items"][0]["reason"] == "Already embedded in this collection with the same content and settings."
 
     small = {"chunk": {"strategy": "fixed", "unit": "characters", "size": 120, "overlap": 0}}
     assert (await chonkit.put(f"/documents/{doc_id}/config", json=small)).status_code == 200
