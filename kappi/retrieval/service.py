@@ -21,8 +21,8 @@ from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, Unavailable
 from common.vectors.base import Search, SearchFilter, SearchHit
 from common.vectors.registry import VectorRegistry
-from kappi.access.identities import IdentityReader
-from kappi.access.policy import Reason, Verdict, collection_groups, readable
+from kappi.access.identities import IdentityReader, IdentityStatus
+from kappi.access.policy import Reason, Verdict, collection_groups
 from kappi.agent.models import Assignment
 from schemas.models import Identity
 
@@ -108,46 +108,24 @@ class Retriever:
     async def verdicts(
         self, assignments: Sequence[Assignment], user_groups: frozenset[str]
     ) -> list[tuple[Verdict, Searchable | None]]:
-        """For each assigned collection: may these groups search it, and why (or why not)."""
+        """For each assigned collection: may these groups search it, and why (or why not) — the decision
+        :meth:`retrieve` makes, with its explanation."""
         statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
-        results: list[tuple[Verdict, Searchable | None]] = []
-        for assignment, status in zip(assignments, statuses, strict=True):
-            identity = status.identity
-            if identity is None:
-                verdict = _verdict(assignment, status.problem or "identity_missing", status.detail or "")
-                results.append((verdict, None))
-            elif not _same_collection(assignment, identity):
-                detail = "a different collection now has this name; reassign it to search it"
-                results.append((_verdict(assignment, "collection_replaced", detail), None))
-            else:
-                groups = sorted(collection_groups(identity))
-                searchable = Searchable(assignment=assignment, identity=identity)
-                if not readable(identity, user_groups):
-                    detail = "the collection is restricted to groups these groups do not include"
-                    results.append((_verdict(assignment, "not_a_member", detail, groups=groups), searchable))
-                elif groups:
-                    matched = sorted(user_groups.intersection(groups))
-                    verdict = _verdict(
-                        assignment, "member", "member of " + ", ".join(matched), groups=groups, matched=matched
-                    )
-                    results.append((verdict, searchable))
-                else:
-                    results.append(
-                        (_verdict(assignment, "public", "the collection has no groups", groups=[]), searchable)
-                    )
-        return results
+        return [
+            (_explain(assignment, status, reason, user_groups), _searchable(assignment, status))
+            for assignment, status in zip(assignments, statuses, strict=True)
+            for reason in (decide(assignment, status, user_groups),)
+        ]
 
     async def retrieve(
         self, assignments: Sequence[Assignment], user_groups: frozenset[str], question: str
     ) -> Retrieval:
-        # What :meth:`verdicts` decides, without the explanations: this runs for every question.
         statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
+        searchable = SEARCHABLE if self.check_identity_groups else SEARCHABLE_UNCHECKED
         targets = [
-            Searchable(assignment=assignment, identity=identity)
+            Searchable(assignment=assignment, identity=status.identity)
             for assignment, status in zip(assignments, statuses, strict=True)
-            if (identity := status.identity) is not None
-            and _same_collection(assignment, identity)
-            and (readable(identity, user_groups) or not self.check_identity_groups)
+            if status.identity is not None and decide(assignment, status, user_groups) in searchable
         ]
         started = time.perf_counter()
         models = {(t.identity.embeddingProvider, t.identity.model) for t in targets}
@@ -227,22 +205,50 @@ def _same_collection(assignment: Assignment, identity: Identity) -> bool:
     return identity.collection_id == assignment.collection_id
 
 
-def _verdict(
-    assignment: Assignment,
-    reason: Reason,
-    detail: str,
-    *,
-    groups: list[str] | None = None,
-    matched: list[str] | None = None,
-) -> Verdict:
+SEARCHABLE = frozenset({"public", "member"})
+SEARCHABLE_UNCHECKED = SEARCHABLE | {"not_a_member"}
+"""With the identity check switched off (tests only): the payload filter alone must hold."""
+
+
+def decide(assignment: Assignment, status: IdentityStatus, user_groups: frozenset[str]) -> Reason:
+    """The one access decision per assigned collection: only ``public`` and ``member`` may be searched."""
+    identity = status.identity
+    if identity is None:
+        return status.problem or "identity_missing"
+    if not _same_collection(assignment, identity):
+        return "collection_replaced"
+    groups = collection_groups(identity)
+    if not groups:
+        return "public"
+    return "not_a_member" if groups.isdisjoint(user_groups) else "member"
+
+
+def _searchable(assignment: Assignment, status: IdentityStatus) -> Searchable | None:
+    identity = status.identity
+    if identity is None or not _same_collection(assignment, identity):
+        return None
+    return Searchable(assignment=assignment, identity=identity)
+
+
+def _explain(assignment: Assignment, status: IdentityStatus, reason: Reason, user_groups: frozenset[str]) -> Verdict:
+    """Why :func:`decide` decided so, in words an admin reads (the access endpoint; never per question)."""
+    groups = sorted(collection_groups(status.identity)) if status.identity is not None else None
+    matched = sorted(user_groups.intersection(groups or ()))
+    details: dict[Reason, str] = {
+        "collection_replaced": "a different collection now has this name; reassign it to search it",
+        "not_a_member": "the collection is restricted to groups these groups do not include",
+        "member": "member of " + ", ".join(matched),
+        "public": "the collection has no groups",
+    }
+    replaced = reason == "collection_replaced"
     return Verdict(
         vector_provider=assignment.vector_provider,
         collection=assignment.name,
-        searchable=reason in ("member", "public"),
+        searchable=reason in SEARCHABLE,
         reason=reason,
-        detail=detail,
-        matched_groups=matched or [],
-        collection_groups=groups,
+        detail=details.get(reason, status.detail or ""),
+        matched_groups=matched if reason == "member" else [],
+        collection_groups=None if replaced else groups,
     )
 
 

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine, Iterator
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -29,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qdrant_client import AsyncQdrantClient
 
-from common.db.database import Pool
+from common.db.database import Connection, Pool
 from common.embedders.base import EmbedderRegistry
 from common.vectors.base import VectorRecord, VectorStore
 from common.vectors.pgvector import open_pool
@@ -37,9 +38,11 @@ from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentPgVectorStore
 from kappi.access.identities import IdentityReader
-from kappi.agent.models import Assignment
+from kappi.agent.models import Agent, AgentVersion, Assignment
+from kappi.chat.answering import Answerer, Prepared
 from kappi.chat.models import Citation, Message
 from kappi.chat.service import withhold
+from kappi.llm.registry import default_llm_registry
 from kappi.retrieval.service import QueryVectors, Retriever
 from schemas.models import Identity
 
@@ -263,3 +266,90 @@ def test_history_shows_an_answer_only_while_every_collection_it_cites_is_readabl
         expected = all(allowed(c.collection) for c in answer.citations)
         assert seen.withheld is not expected
         assert (seen.content, seen.citations) == ((answer.content, answer.citations) if expected else ("", []))
+
+
+class _NoDatabase:
+    """A stateless answer stores nothing: any use of the database is a failure."""
+
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
+        raise AssertionError("a stateless answer touched the database")
+
+    async def ping(self) -> None:
+        raise AssertionError("unused")
+
+    async def close(self) -> None:
+        pass
+
+
+def _assignments(world: World, names: list[str]) -> list[Assignment]:
+    now = datetime.now(UTC)
+    return [
+        Assignment(
+            vector_provider=world.provider,
+            name=name,
+            collection_id=world.ids[name],
+            top_k=CHUNKS_PER_COLLECTION,
+            max_distance=None,
+            instruction=f"{name} notes",
+            created_at=now,
+        )
+        for name in names
+    ]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenario=scenarios, question=st.sampled_from(["what do the documents say?", "chunk 1", "Prop_3 chunk 0"]))
+def test_the_explained_decision_is_the_one_retrieval_makes_and_query_equals_the_stream(
+    world: World, scenario: dict[str, Any], question: str
+) -> None:
+    """The access endpoint's verdicts and a question's searched collections come from one decision; and the
+    stateless answer is what the streamed answer yields, citations and text alike."""
+    for name, collection_groups in scenario["collection_groups"].items():
+        world.run(world.store.set_groups(name, collection_groups))
+    world.settle()
+    user_groups: frozenset[str] = scenario["user_groups"]
+    retriever = Retriever(IdentityReader(world.vectors, ttl_seconds=0), world.vectors, QueryVectors(world.embedders))
+    assignments = _assignments(world, scenario["assigned"])
+
+    verdicts = world.run(retriever.verdicts(assignments, user_groups))
+    retrieval = world.run(retriever.retrieve(assignments, user_groups, question))
+    explained = {v.collection for v, _ in verdicts if v.searchable}
+    assert retrieval.collections_searched == len(explained)
+    assert {c.collection for c in retrieval.chunks} == explained  # every collection holds chunks
+
+    now = datetime.now(UTC)
+    config = AgentVersion(
+        version=1,
+        llm_provider="extractive",
+        llm_model="extractive",
+        system_prompt="",
+        context_template=None,
+        temperature=0.3,
+        max_tokens=512,
+        created_by="t",
+        created_at=now,
+    )
+    agent = Agent(
+        id=uuid.uuid4(),
+        name="A",
+        description="",
+        groups=[],
+        active=True,
+        current_version=1,
+        config=config,
+        collections=assignments,
+        created_at=now,
+        updated_at=now,
+    )
+    prepared = Prepared(agent=agent, config=config, text=question, history=[], groups=user_groups)
+    answerer = Answerer(_NoDatabase(), retriever, default_llm_registry())
+    queried = world.run(answerer.query(prepared))
+
+    async def streamed() -> list[tuple[str, Any]]:
+        return [(e.event, e.data) async for e in answerer.events(prepared)]
+
+    events = world.run(streamed())
+    assert (events[0][0], events[-1][0]) == ("sources", "done")
+    assert events[0][1]["citations"] == queried.citations
+    assert "".join(d["text"] for name, d in events if name == "token") == queried.answer
+    assert events[-1][1]["usage"] == queried.usage
