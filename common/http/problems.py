@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.routes import HTTPRoute
 from litestar.types import ExceptionHandlersMap
 
 from common.errors import AppError
@@ -56,7 +58,63 @@ def _validation(_: Request[Any, Any, Any], exc: ValidationException) -> Response
 
 
 def _not_found(request: Request[Any, Any, Any], _: NotFoundException) -> Response[dict[str, Any]]:
-    return problem(404, "route_not_found", f"no route {request.method} {request.url.path}")
+    root, path = _split_mount(request)
+    if misplaced := _misplaced_id(request, path):
+        name, value, listing = misplaced
+        noun = name.removesuffix("_id").replace("_", " ")
+        where = f"; GET {root}{listing} lists each {noun} with its id" if listing else ""
+        return problem(
+            400,
+            "invalid_id",
+            f"{value!r} is not a valid {noun} id: ids are UUIDs (like 3fa85f64-5717-4562-b3fc-2c963f66afa6), "
+            f"and names are not ids{where}",
+            parameter=name,
+            value=value,
+        )
+    return problem(404, "route_not_found", f"no route {request.method} {root}{path}")
+
+
+def _split_mount(request: Request[Any, Any, Any]) -> tuple[str, str]:
+    """The mount (``root_path``) and the path below it. ASGI's ``path`` includes the mount and Litestar strips
+    it only once a route matches, so ``request.url``, which joins the two, names the mount twice on a miss."""
+    root, path = request.scope.get("root_path", ""), request.scope["path"]
+    if root and (path == root or path.startswith(root + "/")):
+        return root, path[len(root) :] or "/"
+    return root, path
+
+
+def _misplaced_id(request: Request[Any, Any, Any], path: str) -> tuple[str, str, str | None] | None:
+    """When ``path`` misses only because a segment is not a UUID where a route of this method takes an id:
+    that parameter, the segment, and the path listing such things (if the service has one)."""
+    segments = [s for s in path.split("/") if s]
+    routes = [r for r in request.app.routes if isinstance(r, HTTPRoute)]
+    for route in routes:
+        if request.method not in route.methods or len(route.path_components) != len(segments):
+            continue
+        bad: tuple[str, str, int] | None = None
+        for index, (component, segment) in enumerate(zip(route.path_components, segments, strict=True)):
+            if isinstance(component, str):
+                if component != segment:
+                    break
+            elif component.type is UUID and not _parses(UUID, segment):
+                bad = bad or (component.name, segment, index)
+            elif component.parser is not None and not _parses(component.parser, segment):
+                break
+        else:
+            if bad is not None:
+                name, value, index = bad
+                listing = "/" + "/".join(segments[:index])
+                has_listing = any(r.path == listing and "GET" in r.methods for r in routes)
+                return name, value, listing if has_listing else None
+    return None
+
+
+def _parses(parser: Any, segment: str) -> bool:
+    try:
+        parser(segment)
+    except (ValueError, TypeError, ArithmeticError):
+        return False
+    return True
 
 
 def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:

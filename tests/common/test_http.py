@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 
 import httpx
@@ -23,6 +24,7 @@ from common.errors import InvalidInput
 from common.http.app import AccessLog, build_service_app
 from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
+from ragu.host import ServiceHost
 
 AppFactory = Callable[..., Litestar]
 AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
@@ -74,6 +76,80 @@ async def test_unknown_route_and_method_have_codes(client: httpx.AsyncClient) ->
     assert (missing.status_code, missing.json()["code"]) == (404, "route_not_found")
     wrong = await client.post("/health")
     assert (wrong.status_code, wrong.json()["code"]) == (405, "method_not_allowed")
+
+
+# -- errors name the path as the client sent it, served at the root and mounted as by `ragu serve` -------------
+
+
+@pytest.fixture(params=[False, True], ids=["at-root", "mounted"])
+async def served(
+    request: pytest.FixtureRequest,
+    settings: Settings,
+    db: SingleConnectionDatabase,
+    clients: SharedClients,
+    app_client: AppClient,
+) -> AsyncIterator[dict[str, tuple[httpx.AsyncClient, str]]]:
+    """Each service's client and the prefix its paths start with there."""
+    apps = {
+        "chonkit": create_chonkit(settings, database=db, clients=clients, worker=False),
+        "kappi": create_kappi(settings, database=db, clients=clients),
+    }
+    async with AsyncExitStack() as stack:
+        direct = {name: await stack.enter_async_context(app_client(app)) for name, app in apps.items()}
+        if not request.param:
+            yield {name: (client, "") for name, client in direct.items()}
+            return
+        transport = httpx.ASGITransport(app=ServiceHost(apps))
+        async with httpx.AsyncClient(transport=transport, base_url="http://ragu.test") as host:
+            yield {name: (host, f"/{name}") for name in apps}
+
+
+async def test_an_unknown_path_is_named_once_as_the_client_sent_it(
+    served: dict[str, tuple[httpx.AsyncClient, str]],
+) -> None:
+    for client, prefix in served.values():
+        response = await client.get(f"{prefix}/nope")
+        assert (response.status_code, response.json()["code"]) == (404, "route_not_found")
+        assert response.json()["detail"] == f"no route GET {prefix}/nope"
+
+
+@pytest.mark.parametrize(
+    ("service", "method", "path", "parameter", "value", "listing"),
+    [
+        ("chonkit", "GET", "/collections/Hr_docs", "collection_id", "Hr_docs", "/collections"),
+        ("chonkit", "DELETE", "/collections/Hr_docs/", "collection_id", "Hr_docs", "/collections"),
+        ("chonkit", "POST", "/collections/Hr_docs/search", "collection_id", "Hr_docs", "/collections"),
+        ("chonkit", "GET", "/documents/handbook.pdf/content", "document_id", "handbook.pdf", "/documents"),
+        ("kappi", "POST", "/agents/HR%20helper/query", "agent_id", "HR helper", "/agents"),
+        ("kappi", "GET", "/admin/agents/HR%20helper", "agent_id", "HR helper", "/admin/agents"),
+    ],
+)
+async def test_a_name_where_an_id_belongs_is_invalid_id_saying_an_id_is_expected(
+    served: dict[str, tuple[httpx.AsyncClient, str]],
+    service: str,
+    method: str,
+    path: str,
+    parameter: str,
+    value: str,
+    listing: str,
+) -> None:
+    client, prefix = served[service]
+    response = await client.request(method, f"{prefix}{path}")
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert (body["code"], body["parameter"], body["value"]) == ("invalid_id", parameter, value)
+    noun = parameter.removesuffix("_id")
+    assert body["detail"].startswith(f"{value!r} is not a valid {noun} id: ids are UUIDs")
+    assert "names are not ids" in body["detail"]
+    assert body["detail"].endswith(f"GET {prefix}{listing} lists each {noun} with its id")
+
+
+async def test_an_id_of_nothing_is_still_the_services_own_not_found(
+    served: dict[str, tuple[httpx.AsyncClient, str]], settings: Settings
+) -> None:
+    client, prefix = served["chonkit"]
+    response = await client.get(f"{prefix}/collections/{uuid.uuid4()}", headers=_bearer(settings, admin=True))
+    assert (response.status_code, response.json()["code"]) == (404, "collection_not_found")
 
 
 async def test_openapi_document_is_published(client: httpx.AsyncClient) -> None:
