@@ -390,6 +390,20 @@ class ResidentPgVectorStore(PgVectorStore):
             self._probes.pop(token, None)
 
 
+def _import_faiss() -> Any:
+    """faiss without its loader's INFO lines. The wheel ships one build, but the loader first tries the AVX512
+    and AVX2 builds it lacks and logs each ``ModuleNotFoundError``: two alarming lines at the first question,
+    though faiss loads fine. Warnings still show, and a faiss that cannot load still raises."""
+    loader = logging.getLogger("faiss.loader")
+    level = loader.level
+    loader.setLevel(logging.WARNING)
+    try:
+        import faiss
+    finally:
+        loader.setLevel(level)
+    return faiss
+
+
 def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return lambda _: event.set()
 
@@ -430,8 +444,7 @@ class _Copy:
     @classmethod
     def build(cls, rows: Sequence[tuple[str, npt.NDArray[np.float32], dict[str, Any]]]) -> _Copy | None:
         """``None`` for what the copy cannot answer like SQL: zero vectors, odd ``groups`` values, no chunks."""
-        import faiss
-
+        faiss = _import_faiss()
         faiss.omp_set_num_threads(1)
         if not rows:
             return None

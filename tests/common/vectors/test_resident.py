@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import math
+import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import numpy as np
@@ -341,6 +343,30 @@ async def test_a_rename_by_anyone_is_seen_by_the_next_search(
 
     assert own.payload == {"document_id": "doc-1", "document_name": "own.pdf"}
     assert theirs.payload == {"document_id": "doc-1", "document_name": "theirs.pdf"}
+
+
+@pytest.fixture
+def faiss_not_yet_imported() -> Iterator[None]:
+    """As in a fresh ``ragu serve``: faiss is imported by the first copy (the modules are put back after)."""
+    loaded = {name: module for name, module in sys.modules.items() if name == "faiss" or name.startswith("faiss.")}
+    for name in loaded:
+        del sys.modules[name]
+    yield
+    sys.modules.update(loaded)
+
+
+@pytest.mark.usefixtures("faiss_not_yet_imported")
+async def test_the_first_search_in_memory_logs_no_import_errors(
+    resident: ResidentPgVectorStore, writer: PgVectorStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    identity, vectors = await collection(writer, 50, seed=29)
+    caplog.set_level(logging.INFO)
+
+    await until_resident(resident, identity.name, vectors[0])
+
+    assert "faiss" in sys.modules
+    assert [r.getMessage() for r in caplog.records if "ModuleNotFoundError" in r.getMessage()] == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("faiss")] == []
 
 
 async def test_losing_the_listener_stops_memory_search_until_it_is_back(
