@@ -61,7 +61,7 @@ from jose.exceptions import JOSEError
 from jose.utils import base64_to_long
 
 from common.config import Settings
-from common.errors import Forbidden, InvalidInput, Unauthorized, Unavailable
+from common.errors import Forbidden, InvalidInput, NotFound, Unauthorized, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +127,11 @@ class Authenticator:
             load = _file_loader(Path(settings.auth_jwks_file))
             self._key_source = _JwksCache(load, settings.auth_jwks_cache_seconds, clock)
         else:
-            logger.warning("development authentication (HS256 shared secret); configure a JWKS for production")
             self._key_source = jwk.construct(dev_secret(settings), "HS256")
+            signer = "RAGU_AUTH_HS256_SECRET" if settings.auth_hs256_secret else str(_dev_secret_path(settings))
+            logger.warning(
+                "development authentication: HS256 tokens signed with %s; configure a JWKS for production", signer
+            )
         self._algorithms = JWKS_ALGORITHMS if settings.uses_jwks else SECRET_ALGORITHMS
         self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
         """Tokens whose signature checked out, by token, with when: a client sends the same one again and
@@ -450,26 +453,38 @@ async def fetch_jwks_over_http(url: str) -> dict[str, Any]:
     return document
 
 
-def dev_secret(settings: Settings) -> str:
+def dev_secret(settings: Settings, *, create: bool = True) -> str:
     """The HS256 secret for development: ``auth_hs256_secret``, else one generated once under ``data_dir``.
 
     The generated secret survives restarts so that tokens minted by ``ragu`` keep working, and both services
-    started on one ``data_dir`` share it.
+    started on one ``data_dir`` share it. ``create=False`` is for ``ragu token``: a secret it created would sign
+    tokens that the server, started on another data directory, rejects.
 
     Raises:
         InvalidInput: ``jwks_configured`` when a JWKS is configured (tokens then come from the identity provider).
+        NotFound: ``no_dev_secret`` when there is no secret yet and ``create`` is false.
     """
     if settings.uses_jwks:
         raise InvalidInput("a JWKS is configured; tokens come from the identity provider", code="jwks_configured")
     if settings.auth_hs256_secret:
         return settings.auth_hs256_secret
-    path = settings.data_path / "auth" / "dev-secret"
+    path = _dev_secret_path(settings)
     if not path.exists():
+        if not create:
+            raise NotFound(
+                f"no development secret at {path}: ragu serve creates it in its data directory at its first start; "
+                "run this where ragu serve runs, or set RAGU_DATA_DIR to its data directory",
+                code="no_dev_secret",
+            )
         _create_secret(path)
     secret = path.read_text(encoding="utf-8").strip()
     if not secret:
         raise InvalidInput(f"{path} is empty; delete it to have a new secret generated", code="invalid_dev_secret")
     return secret
+
+
+def _dev_secret_path(settings: Settings) -> Path:
+    return (settings.data_path / "auth" / "dev-secret").absolute()
 
 
 def _create_secret(path: Path) -> None:
@@ -484,6 +499,7 @@ def _create_secret(path: Path) -> None:
             draft_file.write(secrets.token_urlsafe(32))
         with contextlib.suppress(FileExistsError):  # another process won the race: its secret is everybody's
             os.link(draft, path)
+            logger.info("created a development signing secret at %s", path)
     finally:
         draft.unlink()
 

@@ -1,17 +1,21 @@
-"""The ``ragu`` command: serve the platform, run migrations, mint development tokens, validate schemas."""
+"""The ragu command: serve the platform, run migrations, mint development tokens, validate schemas."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 import schemas.cli
 from common.config import Settings, load_settings
-from common.errors import AppError
+from common.errors import AppError, InvalidInput
+from common.groups import check_groups
+
+SETTINGS_NOTE = """Settings come from RAGU_* environment variables (and DATABASE_URL); the data directory is
+RAGU_DATA_DIR, by default .ragu in the current folder, so run ragu token where ragu serve runs"""
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -19,8 +23,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
     services = list(SERVICES) if args.service == "all" else [args.service]
-    serve(msgspec.structs.replace(settings, **overrides), services)
-    return 0
+    return serve(msgspec.structs.replace(settings, **overrides), services)
 
 
 def _migrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -38,16 +41,28 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _token(args: argparse.Namespace, settings: Settings) -> int:
-    from common.auth import mint_dev_token
+def _names(value: str, option: str) -> list[str]:
+    """A comma-separated option as names, each trimmed: ``"hr, legal"`` is ``hr`` and ``legal``."""
+    if not value.strip():
+        return []
+    names = [name.strip() for name in value.split(",")]
+    if "" in names:
+        raise InvalidInput(f"{option} {value!r} has an empty name", code="invalid_token_request")
+    return names
 
-    roles = [r for r in args.roles.split(",") if r]
+
+def _token(args: argparse.Namespace, settings: Settings) -> int:
+    from common.auth import dev_secret, mint_dev_token
+
+    groups = check_groups(_names(args.groups, "--groups"))
+    roles = _names(args.roles, "--roles")
     if args.admin:
         roles.append(settings.auth_admin_role)
+    dev_secret(settings, create=False)  # a secret made here would sign tokens that no running server accepts
     token = mint_dev_token(
         settings,
         subject=args.sub,
-        groups=[g for g in args.groups.split(",") if g],
+        groups=groups,
         roles=roles,
         name=args.name,
         ttl_seconds=args.ttl,
@@ -71,36 +86,52 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if report.clean else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ragu", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+Handler = Callable[[argparse.Namespace, Settings], int]
 
-    serve = commands.add_parser("serve", help="run the services (embedded PostgreSQL unless DATABASE_URL is set)")
-    serve.add_argument("service", nargs="?", default="all", choices=["all", "chonkit", "kappi"])
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, handler: Handler
+) -> argparse.ArgumentParser:
+    command = commands.add_parser(
+        name, help=summary, description=summary[:1].upper() + summary[1:] + ".", epilog=SETTINGS_NOTE
+    )
+    command.set_defaults(handler=handler)
+    return command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragu", description=__doc__, epilog=SETTINGS_NOTE)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help="the command to run:")
+
+    serve = _command(commands, "serve", "run the services (embedded PostgreSQL unless DATABASE_URL is set)", _serve)
+    serve.add_argument(
+        "service",
+        nargs="?",
+        default="all",
+        choices=["all", "chonkit", "kappi"],
+        help="all (default): both under /chonkit and /kappi, with the console at /; or one service at /",
+    )
     serve.add_argument("--host", default=None, help="bind address (default RAGU_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default RAGU_PORT or 8000)")
-    serve.set_defaults(handler=_serve)
 
-    migrate = commands.add_parser("migrate", help="apply database migrations")
+    migrate = _command(commands, "migrate", "apply database migrations", _migrate)
     migrate.add_argument("--revision", default="head", help="upgrade to this revision (default head)")
     migrate.add_argument("--downgrade", metavar="REVISION", help="downgrade to REVISION instead (e.g. base)")
-    migrate.set_defaults(handler=_migrate)
 
-    token = commands.add_parser("token", help="mint a development token signed with the local secret")
+    summary = "mint a development token, signed with the secret ragu serve keeps in the data directory"
+    token = _command(commands, "token", summary, _token)
     token.add_argument("--sub", required=True, help="subject (user id)")
-    token.add_argument("--groups", default="", help="comma-separated groups, e.g. hr,legal")
-    token.add_argument("--roles", default="", help="comma-separated roles")
+    token.add_argument("--groups", default="", help="comma-separated groups, e.g. 'hr, legal' (each name trimmed)")
+    token.add_argument("--roles", default="", help="comma-separated roles (each name trimmed)")
     token.add_argument("--admin", action="store_true", help="add the admin role")
     token.add_argument("--name", default=None, help="display name")
     token.add_argument("--ttl", type=int, default=8 * 3600, help="lifetime in seconds (default 8 h)")
-    token.set_defaults(handler=_token)
 
-    worker = commands.add_parser("worker", help="run an embedding worker (several may run, on several machines)")
-    worker.set_defaults(handler=_worker)
+    _command(commands, "worker", "run an embedding worker (several may run, on several machines)", _worker)
 
-    reconcile = commands.add_parser("reconcile", help="report drift between chonkit's database and the vector stores")
+    summary = "report drift between chonkit's database and the vector stores"
+    reconcile = _command(commands, "reconcile", summary, _reconcile)
     reconcile.add_argument("--repair", action="store_true", help="repair what Ragu owns (exit 0 when all repaired)")
-    reconcile.set_defaults(handler=_reconcile)
 
     schemas.cli.add_parser(commands)
     return parser

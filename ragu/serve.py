@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import signal
+import socket
 from collections.abc import Callable, Sequence
 
 import uvicorn
@@ -13,11 +15,12 @@ from litestar import Litestar
 from chonkit.app import create_app as create_chonkit
 from common.clients import SharedClients
 from common.config import Settings
+from common.errors import Conflict, InvalidInput
 from common.http.app import AccessLog
 from common.logs import configure_logging
 from console.app import create_app as create_console
 from kappi.app import create_app as create_kappi
-from ragu.bootstrap import prepare_database
+from ragu.bootstrap import ensure_local_storage_free, prepare_database
 from ragu.host import ServiceHost
 
 logger = logging.getLogger(__name__)
@@ -27,6 +30,8 @@ KEEP_ALIVE_SECONDS = 75
 """How long an idle keep-alive connection stays open: longer than common clients and proxies keep theirs
 (httpx 5 s, aiohttp 15 s, load balancers 60 s), so the client closes first. uvicorn's default (5 s) equals
 httpx's, and a loop stalled across that moment closed connections with a request already on them (the soak)."""
+STARTUP_FAILED = 3
+"""The exit status when the services fail to start (uvicorn's)."""
 
 
 def build_asgi(settings: Settings, services: Sequence[str]) -> AccessLog:
@@ -62,20 +67,47 @@ def _tune_garbage_collector() -> None:
     gc.set_threshold(10_000, 10, 10)
 
 
-def serve(settings: Settings, services: Sequence[str]) -> None:
-    """Serve until SIGINT/SIGTERM. uvicorn shuts down gracefully, then re-raises the signal it caught;
-    our handler turns that into an exception so the ``finally`` below still stops embedded PostgreSQL."""
+def listen(host: str, port: int) -> socket.socket:
+    """Bind the server's socket before anything starts, so a taken port is reported in one line at once.
+
+    Raises:
+        Conflict: ``port_in_use``.
+        InvalidInput: ``cannot_listen`` for any other reason (an address this machine does not have, a port
+            below 1024 without privileges).
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise Conflict(
+                f"port {port} on {host} is in use (another ragu serve?); choose another with --port or RAGU_PORT",
+                code="port_in_use",
+            ) from None
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}", code="cannot_listen") from None
+    return sock
+
+
+def serve(settings: Settings, services: Sequence[str]) -> int:
+    """Serve until SIGINT/SIGTERM; returns the exit status. uvicorn shuts down gracefully, then re-raises the
+    signal it caught; our handler turns that into an exception so the ``finally`` below still stops embedded
+    PostgreSQL."""
     configure_logging(settings.log_level, settings.log_format)
     signal.signal(signal.SIGTERM, _stop)
-    settings, embedded = prepare_database(settings)
+    ensure_local_storage_free(settings)
+    sock = listen(settings.host, settings.port)
+    embedded = None
     try:
+        settings, embedded = prepare_database(settings)
         app = build_asgi(settings, services)
         where = ", ".join(f"http://{settings.host}:{settings.port}/{s}" if len(services) > 1 else s for s in services)
         if len(services) > 1:
             where += f"; console at http://{settings.host}:{settings.port}/"
         logger.info("serving %s", where)
         _tune_garbage_collector()
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
             host=settings.host,
             port=settings.port,
@@ -84,8 +116,14 @@ def serve(settings: Settings, services: Sequence[str]) -> None:
             lifespan="on",
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
         )
+        server = uvicorn.Server(config)
+        server.run(sockets=[sock])
     except (Stopped, KeyboardInterrupt):
         logger.info("stopped")
+        return 0
+    else:
+        return 0 if server.started else STARTUP_FAILED
     finally:
+        sock.close()
         if embedded is not None:
             embedded.stop()

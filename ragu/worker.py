@@ -15,7 +15,7 @@ from common.clients import SharedClients
 from common.config import Settings
 from common.db import PoolDatabase
 from common.logs import configure_logging
-from ragu.bootstrap import prepare_database
+from ragu.bootstrap import ensure_local_storage_free, prepare_database
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ def run_worker(settings: Settings) -> None:
     """Claim and process embedding work until SIGTERM/SIGINT; the current document finishes or is
     taken over by another worker after its heartbeat stops."""
     configure_logging(settings.log_level, settings.log_format)
+    ensure_local_storage_free(settings)
     settings, embedded = prepare_database(settings)
     try:
         asyncio.run(_work(settings))
@@ -55,6 +56,7 @@ async def _work(settings: Settings) -> None:
 
 
 def run_reconcile(settings: Settings, *, repair: bool) -> ReconcileReport:
+    ensure_local_storage_free(settings)
     settings, embedded = prepare_database(settings)
     try:
         return asyncio.run(_reconcile(settings, repair=repair))

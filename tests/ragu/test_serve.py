@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+from common.auth import Authenticator, dev_secret
+from common.config import load_settings
 
 
 def _free_port() -> int:
@@ -35,11 +40,35 @@ def _wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 
     raise AssertionError(f"{url} did not answer within {timeout}s")
 
 
+def _env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_") and k != "DATABASE_URL"}
+    env.update(RAGU_DATA_DIR=str(data_dir), RAGU_PORT=str(_free_port()))
+    return env
+
+
 @pytest.fixture
 def ragu_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_") and k != "DATABASE_URL"}
-    env.update(RAGU_DATA_DIR=str(tmp_path / "data"), RAGU_PORT=str(_free_port()))
-    return env
+    return _env(tmp_path / "data")
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
+    """One ``ragu serve`` on a fresh data directory for the module: its environment and its stderr log."""
+    folder = tmp_path_factory.mktemp("running")
+    env, log = _env(folder / "data"), folder / "stderr.log"
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen([sys.executable, "-m", "ragu.cli", "serve"], env=env, cwd=folder, stderr=stderr)
+    try:
+        _wait_until_up(f"http://127.0.0.1:{env['RAGU_PORT']}/chonkit/ready", process)
+        yield env, log
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def _second_serve(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "ragu.cli", "serve"]
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, check=False, timeout=120)  # noqa: S603
 
 
 def test_serve_brings_up_both_services_on_embedded_defaults(ragu_env: dict[str, str], tmp_path: Path) -> None:
@@ -65,6 +94,7 @@ def test_serve_brings_up_both_services_on_embedded_defaults(ragu_env: dict[str, 
 
 
 def test_token_command_mints_a_token_the_services_accept(ragu_env: dict[str, str], tmp_path: Path) -> None:
+    dev_secret(load_settings({"RAGU_DATA_DIR": ragu_env["RAGU_DATA_DIR"]}))  # as ragu serve does at its first start
     minted = subprocess.run(
         [sys.executable, "-m", "ragu.cli", "token", "--sub", "alice", "--groups", "hr,legal", "--admin"],
         env=ragu_env,
@@ -74,11 +104,6 @@ def test_token_command_mints_a_token_the_services_accept(ragu_env: dict[str, str
         check=True,
     )
     token = minted.stdout.strip()
-    import asyncio
-
-    from common.auth import Authenticator
-    from common.config import load_settings
-
     settings = load_settings({"RAGU_DATA_DIR": ragu_env["RAGU_DATA_DIR"]})
     principal = asyncio.run(Authenticator(settings).authenticate(f"Bearer {token}"))
     assert principal.subject == "alice"
@@ -113,3 +138,33 @@ def test_unknown_setting_stops_the_cli_with_a_message(ragu_env: dict[str, str], 
     )
     assert result.returncode == 2
     assert "RAGU_PROT" in result.stderr
+
+
+def test_a_first_start_says_where_it_created_the_signing_secret(running: tuple[dict[str, str], Path]) -> None:
+    env, log = running
+    assert f"created a development signing secret at {env['RAGU_DATA_DIR']}/auth/dev-secret" in log.read_text()
+
+
+def test_a_second_serve_on_a_taken_port_says_so_in_one_line(
+    running: tuple[dict[str, str], Path], tmp_path: Path
+) -> None:
+    env, _ = running
+    result = _second_serve({**env, "RAGU_DATA_DIR": str(tmp_path / "other")}, tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"ragu: port {env['RAGU_PORT']} on 127.0.0.1 is in use (another ragu serve?); "
+        "choose another with --port or RAGU_PORT (port_in_use)"
+    ]
+    assert not (tmp_path / "other").exists(), "nothing was started"
+
+
+def test_a_second_serve_on_a_data_directory_in_use_says_so_in_one_line(
+    running: tuple[dict[str, str], Path], tmp_path: Path
+) -> None:
+    env, _ = running
+    result = _second_serve({**env, "RAGU_PORT": str(_free_port())}, tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"ragu: the data directory {env['RAGU_DATA_DIR']} is in use by another ragu process (Qdrant's local mode "
+        "allows one at a time); stop that process, or give this one another RAGU_DATA_DIR (data_dir_in_use)"
+    ]
