@@ -13,6 +13,7 @@ import uvicorn
 from litestar import Litestar
 
 from chonkit.app import create_app as create_chonkit
+from common.auth import Authenticator
 from common.clients import SharedClients
 from common.config import Settings
 from common.errors import Conflict, InvalidInput
@@ -35,15 +36,16 @@ STARTUP_FAILED = 3
 
 
 def build_asgi(settings: Settings, services: Sequence[str]) -> AccessLog:
-    """One service at ``/``, or several under ``/<name>`` on one port, sharing embedders and vector stores,
-    with the console at ``/``; every request logged."""
+    """One service at ``/``, or several under ``/<name>`` on one port, sharing embedders, vector stores and
+    the authenticator (its verified tokens, and one development-auth warning), with the console at ``/``; every
+    request logged."""
     clients = SharedClients(settings)
+    authenticator = Authenticator(settings)
     if len(services) == 1:
-        return AccessLog(SERVICES[services[0]](settings, clients=clients))
+        return AccessLog(SERVICES[services[0]](settings, clients=clients, authenticator=authenticator))
     console = create_console(settings, services={name: f"/{name}" for name in services})
-    return AccessLog(
-        ServiceHost({name: SERVICES[name](settings, clients=clients) for name in services}, fallback=console)
-    )
+    apps = {name: SERVICES[name](settings, clients=clients, authenticator=authenticator) for name in services}
+    return AccessLog(ServiceHost(apps, fallback=console))
 
 
 class Stopped(Exception):

