@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.llm_standins import OpenAIStandin
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[2]
@@ -72,6 +76,24 @@ def running_platform(port: int, **settings: str) -> Iterator[str]:
         process.wait(timeout=30)
         log.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def openai_standin() -> Iterator[OpenAIStandin]:
+    """An OpenAI-compatible stand-in (see :mod:`tests.support.llm_standins`) serving from an event loop of its
+    own thread, since Playwright's sync API holds this one; set its ``script`` to choose what it answers."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="openai-standin", daemon=True)
+    thread.start()
+    standin = OpenAIStandin()
+    asyncio.run_coroutine_threadsafe(standin.__aenter__(), loop).result(timeout=10)
+    try:
+        yield standin
+    finally:
+        asyncio.run_coroutine_threadsafe(standin.__aexit__(None, None, None), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
 
 
 def nav(page: Any, link: str) -> None:
@@ -143,8 +165,10 @@ class Api:
     def collection(self, name: str, *, groups: tuple[str, ...] = ()) -> dict[str, Any]:
         return self._post("/chonkit/collections", {"name": name, "groups": list(groups)})
 
-    def agent(self, name: str, *, groups: tuple[str, ...] = (), description: str = "") -> dict[str, Any]:
-        return self._post("/kappi/admin/agents", {"name": name, "groups": list(groups), "description": description})
+    def agent(self, name: str, *, groups: tuple[str, ...] = (), description: str = "", **config: str) -> dict[str, Any]:
+        """An agent; ``config`` sets its LLM (``llm_provider``, ``llm_model``), the offline one by default."""
+        spec = {"name": name, "groups": list(groups), "description": description, **config}
+        return self._post("/kappi/admin/agents", spec)
 
     def document(self, name: str, content: bytes) -> dict[str, Any]:
         response = httpx.post(
@@ -153,6 +177,33 @@ class Api:
         response.raise_for_status()
         created: dict[str, Any] = response.json()["results"][0]["document"]
         return created
+
+    def embed(self, collection: dict[str, Any], documents: list[dict[str, Any]]) -> None:
+        """Add ``documents`` to ``collection`` and wait for the job to finish."""
+        body = {"document_ids": [d["id"] for d in documents]}
+        job = self._post(f"/chonkit/collections/{collection['id']}/documents", body)["job"]
+        deadline = time.monotonic() + 120
+        while (status := self._get(f"/chonkit/jobs/{job['id']}")["status"]) in ("queued", "running"):
+            assert time.monotonic() < deadline, f"embedding job {job['id']} still {status}"
+            time.sleep(0.2)
+        assert status == "done", self._get(f"/chonkit/jobs/{job['id']}")
+
+    def assign(self, agent: dict[str, Any], collection: dict[str, Any]) -> None:
+        add = {"vector_provider": collection["vector_provider"], "name": collection["name"], "instruction": ""}
+        response = httpx.put(
+            f"{self.base}/kappi/admin/agents/{agent['id']}/collections",
+            json={"add": [add]},
+            headers=self.headers,
+            timeout=30,
+        )
+        response.raise_for_status()
+        assert all(r["ok"] for r in response.json()["results"]), response.json()
+
+    def _get(self, path: str) -> dict[str, Any]:
+        response = httpx.get(f"{self.base}{path}", headers=self.headers, timeout=30)
+        response.raise_for_status()
+        found: dict[str, Any] = response.json()
+        return found
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = httpx.post(f"{self.base}{path}", json=body, headers=self.headers, timeout=30)

@@ -28,8 +28,19 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.console.harness import ARTIFACTS, CHROMIUM, REPO, Api, Console, free_port, nav, running_platform
+from tests.console.harness import (
+    ARTIFACTS,
+    CHROMIUM,
+    REPO,
+    Api,
+    Console,
+    free_port,
+    nav,
+    openai_standin,
+    running_platform,
+)
 from tests.support.documents import pdf
+from tests.support.llm_standins import OpenAIStandin, Script
 
 # The README's screenshots are refreshed only on request (RAGU_UPDATE_SCREENSHOTS=1), so a test run leaves the
 # tree clean; every run still saves its screenshots as artefacts.
@@ -55,9 +66,16 @@ LEAVE_POLICY = "# Parental leave\n\n" + " ".join(
 
 
 @pytest.fixture(scope="module")
-def platform() -> Iterator[str]:
-    """The real platform on embedded defaults (development sign-in), with the console at ``/``."""
-    with running_platform(free_port()) as base:
+def llm() -> Iterator[OpenAIStandin]:
+    with openai_standin() as standin:
+        yield standin
+
+
+@pytest.fixture(scope="module")
+def platform(llm: OpenAIStandin) -> Iterator[str]:
+    """The real platform on embedded defaults (development sign-in), with the console at ``/``; agents may also
+    use the ``openai`` provider, whose one model ``standin`` is ``llm``."""
+    with running_platform(free_port(), RAGU_OPENAI_BASE_URL=llm.base_url, RAGU_OPENAI_MODELS="standin") as base:
         yield base
 
 
@@ -169,7 +187,7 @@ def test_admin_builds_an_agent_and_only_its_group_gets_cited_answers(
     alice = Console(browser, platform)
     page = alice.page
     alice.sign_in("alice", groups="hr")
-    page.get_by_role("link", name=re.compile("^Chat with HR helper")).click()
+    page.get_by_role("link", name=re.compile("HR helper$")).click()
     hidden = page.locator(".msg.assistant[data-status=withheld]")
     expect(hidden).to_have_text("This answer is hidden: it quoted documents you can no longer read.")
     expect(page.get_by_text("thirty vacation days")).to_have_count(0)
@@ -402,19 +420,24 @@ def test_admin_edits_an_agent_into_a_new_version_and_removes_its_collection(plat
 
 
 def test_an_agents_llm_is_named_once_when_its_model_shares_the_providers_name(platform: str, browser: Any) -> None:
-    """The offline provider's one model is also called ``extractive``: the tables say so once, not twice."""
+    """The offline provider's one model is also called ``extractive``: the tables say so once, not twice; any
+    other model is named with its provider after it."""
     from playwright.sync_api import expect
 
-    agent = Api(platform).agent("Named once")
+    setup = Api(platform)
+    offline = setup.agent("Named once")
+    assert offline["config"]["llm_provider"] == offline["config"]["llm_model"] == "extractive"
+    setup.agent("Named with provider", llm_provider="openai", llm_model="standin")
     admin = Console(browser, platform)
     page = admin.page
     admin.sign_in("llm-reader", admin=True)
     nav(page, "Agents")
     row = page.get_by_role("row", name=re.compile("^Named once"))
     expect(row.get_by_role("cell", name="extractive", exact=True)).to_have_count(1)
+    row = page.get_by_role("row", name=re.compile("^Named with provider"))
+    expect(row.get_by_role("cell", name="standin (openai)", exact=True)).to_have_count(1)
     page.get_by_role("link", name="Named once").click()
     expect(page.locator("tr[data-version='1']").get_by_role("cell", name="extractive", exact=True)).to_have_count(1)
-    assert agent["config"]["llm_provider"] == agent["config"]["llm_model"] == "extractive"
     assert admin.close() == []
 
 
@@ -451,9 +474,11 @@ def test_user_chats_renames_and_deletes_with_the_keyboard_only(platform: str, br
     expect(question).to_be_focused()
     user.shot("14-chat-no-sources")
 
-    page.get_by_role("button", name="Rename Chat with Helpdesk").focus()
+    # kappi titled the chat after its first question, and the page shows it
+    expect(page.get_by_role("heading", name="Who approves parental leave? Helpdesk", level=1)).to_be_visible()
+    page.get_by_role("button", name="Rename Who approves parental leave?").focus()
     keyboard.press("Enter")
-    expect(page.get_by_label("New title for Chat with Helpdesk")).to_be_focused()
+    expect(page.get_by_label("New title for Who approves parental leave?")).to_be_focused()
     keyboard.type("Parental leave")  # replaces the selected old title
     keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Parental leave", level=1)).to_be_visible()
@@ -469,6 +494,65 @@ def test_user_chats_renames_and_deletes_with_the_keyboard_only(platform: str, br
     expect(page.get_by_text("No chats yet. Start one with an agent.")).to_be_visible()
     assert user.dialogs == ["Delete the chat “Parental leave”?"]
     assert httpx.get(f"{platform}/kappi/chats", headers=_bearer(platform, "carol")).json() == []
+    assert user.close() == []
+
+
+def test_an_openai_standin_answer_shows_lists_and_links_its_markers_and_no_markup_runs(
+    platform: str, browser: Any, llm: OpenAIStandin
+) -> None:
+    """The answer's "- ", "* " and "1. " lines are lists and its "[n]" markers buttons that open source n, but
+    only for sources that exist; the HTML in it shows as text and none of it runs (no element, no alert, no
+    request for the image, no script refused by the page's policy: any of these would be a console error).
+    The stand-in streams in ragged pieces, so markers and list items arrive split across tokens."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Badge_docs")
+    setup.embed(
+        collection,
+        [
+            setup.document("badges.md", b"# Badges\n\nVisitors wear a badge at all times.\n"),
+            setup.document("reception.md", b"# Reception\n\nBadges are returned at reception.\n"),
+        ],
+    )
+    agent = setup.agent("Badge helper", llm_provider="openai", llm_model="standin")
+    setup.assign(agent, collection)
+    hostile = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
+    llm.script = Script(
+        tokens=(
+            "Badges, in short:\n\n- Visitors wear a badge [1]\n* Badges go back to reception [2]\n\n",
+            "1. Collect it [2]\n2. Wear it [1]\n\nClause [7] is not a source. ",
+            hostile,
+        )
+    )
+
+    user = Console(browser, platform)
+    page = user.page
+    user.sign_in("erin")
+    page.locator("#agent-list li", has_text="Badge helper").get_by_role("button", name="Start chat").click()
+    page.get_by_label("Your question").fill("What about badges?")
+    page.get_by_role("button", name="Send").click()
+
+    def check(answer: Any) -> None:
+        text = answer.locator(".answer-text")
+        expect(text.locator("ul > li")).to_have_text(["Visitors wear a badge [1]", "Badges go back to reception [2]"])
+        expect(text.locator("ol > li")).to_have_text(["Collect it [2]", "Wear it [1]"])
+        expect(text.locator("p")).to_have_text(["Badges, in short:", f"Clause [7] is not a source. {hostile}"])
+        expect(text.get_by_role("button")).to_have_text(["[1]", "[2]", "[2]", "[1]"])
+        expect(text.locator("img, script")).to_have_count(0)
+        source = answer.locator("details[data-citation='2']")
+        expect(source).not_to_have_attribute("open", "")
+        text.locator("ol > li").first.get_by_role("button", name=re.compile(r"^Source 2: ")).click()
+        expect(source).to_have_attribute("open", "")
+        expect(source.locator("summary")).to_be_focused()
+        expect(source.locator("summary")).to_contain_text("[2]")
+
+    check(page.locator(".msg.assistant[data-status=complete]"))
+    user.shot("22-chat-lists-and-links")
+    page.get_by_role("link", name="+ New chat").click()
+    page.get_by_role("link", name=re.compile("Badge helper$")).click()  # the answer as stored
+    check(page.locator(".msg.assistant[data-status=complete]"))
+    assert user.dialogs == []
     assert user.close() == []
 
 
@@ -499,7 +583,7 @@ def test_an_answer_stopped_before_it_began_reads_as_stopped(platform: str, brows
     user = Console(browser, platform)
     page = user.page
     user.sign_in("dave")
-    page.get_by_role("link", name=re.compile("^Chat with Stopper")).click()
+    page.get_by_role("link", name=re.compile("Stopper$")).click()
     stopped = page.locator(".msg.assistant[data-status=cancelled]")
     expect(stopped).to_have_text("This answer was stopped before it finished.")
     expect(page.get_by_text(re.compile("^No sources: "))).to_have_count(0)

@@ -99,6 +99,9 @@ export async function chatScreen(main, services, id) {
   const title = h("h1", { id: "chat-title" });
   const showTitle = (chat) => replace(title, chat.title || "New chat", " ", h("small", { class: "muted" }, chat.agent_name));
   showTitle(detail.chat);
+  const onRenamed = (chat) => { if (chat.id === id) showTitle(chat); };
+  const chatList = h("div", {}, history(base, chats, id, onRenamed));
+  let untitled = !detail.messages.length; // kappi titles a chat after its first question
   const message = messageArea();
   const input = h("textarea", { name: "content", required: true, placeholder: "Ask a question…", rows: 3 });
   const submit = h("button", { type: "submit" }, "Send");
@@ -115,6 +118,10 @@ export async function chatScreen(main, services, id) {
       messages.append(h("div", { class: "msg user" }, content));
       input.value = "";
       await stream(base, id, content, messages, message, sources);
+      if (untitled) {
+        untitled = false;
+        await retitle();
+      }
       input.focus();
     });
   });
@@ -122,9 +129,18 @@ export async function chatScreen(main, services, id) {
     h("div", { class: "chat-layout" },
       h("aside", { class: "card", "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "Your chats"),
         h("p", {}, h("a", { href: "#/chats" }, "+ New chat")),
-        history(base, chats, id, (chat) => { if (chat.id === id) showTitle(chat); })),
+        chatList),
       h("section", { class: "card", "aria-labelledby": "chat-title" }, title, messages, form)));
   input.focus();
+
+  async function retitle() {
+    try {
+      const fresh = await api.get(`${base}/chats?limit=100`);
+      const chat = fresh.find((c) => c.id === id);
+      if (chat) showTitle(chat);
+      replace(chatList, history(base, fresh, id, onRenamed));
+    } catch (error) { notice(error); }
+  }
 }
 
 /** One answer, streamed: `sources` first (citations, or none), then `token`s, then `done` or `error`. */
@@ -133,11 +149,17 @@ async function stream(base, chatId, content, messages, message, download) {
   const sources = h("div", { class: "citations" });
   const bubble = h("div", { class: "msg assistant", "aria-busy": "true" }, text, sources);
   messages.append(bubble);
+  let answer = "";
+  let citations = [];
   try {
     for await (const { event, data } of api.events("POST", `${base}/chats/${chatId}/messages/stream`, { content })) {
-      if (event === "sources") replace(sources, citationsView(data.citations, download));
-      else if (event === "token") text.append(data.text);
-      else if (event === "done") bubble.dataset.status = "complete";
+      if (event === "sources") {
+        citations = data.citations;
+        replace(sources, citationsView(citations, download));
+      } else if (event === "token") {
+        answer += data.text;
+        replace(text, answerView(answer, citations)); // a marker or a list item may span two tokens
+      } else if (event === "done") bubble.dataset.status = "complete";
       else if (event === "error") {
         bubble.dataset.status = "error";
         bubble.append(h("p", { class: "error" }, plainWords(data)));
@@ -172,9 +194,48 @@ function messageView(msg, download) {
       h("p", { class: "no-sources", role: "note" }, unfinished));
   }
   return h("div", { class: "msg assistant", "data-status": msg.status },
-    h("div", { class: "answer-text" }, msg.content),
+    h("div", { class: "answer-text" }, answerView(msg.content, msg.citations)),
     msg.status === "error" ? h("p", { class: "error" }, `This answer failed (${msg.error_code}).`) : null,
     h("div", { class: "citations" }, citationsView(msg.citations, download)));
+}
+
+/**
+ * An answer's text as paragraphs and lists (lines starting "- ", "* " or "1. "), each "[n]" a button that opens
+ * source n when there is one. Built from text nodes only: nothing an answer says can become markup.
+ */
+function answerView(text, citations) {
+  const blocks = [];
+  let open = null; // the paragraph or list that the next line continues
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const item = /^\s*(?:([-*])|(\d+)\.)\s+(.*)$/.exec(line);
+    const kind = item ? (item[1] ? "ul" : "ol") : line.trim() ? "p" : null;
+    if (!kind) { open = null; continue; }
+    if (!open || open.kind !== kind) {
+      open = { kind, el: h(kind, kind === "ol" && item[2] !== "1" ? { start: item[2] } : {}) };
+      blocks.push(open.el);
+    } else if (kind === "p") open.el.append("\n");
+    if (kind === "p") open.el.append(...withMarkers(line, citations));
+    else open.el.append(h("li", {}, withMarkers(item[3], citations)));
+  }
+  return blocks;
+}
+
+function withMarkers(text, citations) {
+  return text.split(/(\[\d+\])/).map((part) => {
+    const n = /^\[(\d+)\]$/.exec(part);
+    const cited = n && citations.find((c) => c.citation === Number(n[1]));
+    if (!cited) return part;
+    return h("button", { type: "button", class: "cite", "aria-label": `Source ${cited.citation}: ${cited.document_name || cited.document_id}`,
+      onclick: (event) => showCitation(event.currentTarget, cited.citation) }, part);
+  });
+}
+
+/** Open source n of the answer holding `marker` and move to it. */
+function showCitation(marker, n) {
+  const source = marker.closest(".msg").querySelector(`details[data-citation="${n}"]`);
+  source.open = true;
+  source.scrollIntoView({ block: "nearest" });
+  source.querySelector("summary").focus();
 }
 
 function citationsView(citations, download) {
@@ -182,7 +243,7 @@ function citationsView(citations, download) {
     return h("p", { class: "no-sources", role: "note" }, "No sources: nothing in the collections you can read matched, " +
       "so this answer is not grounded in your documents.");
   }
-  return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => h("details", { class: "citation" },
+  return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => h("details", { class: "citation", "data-citation": c.citation },
     h("summary", {}, `[${c.citation}] ${c.document_name || c.document_id}`, c.page_start != null ? `, ${pages(c.page_start, c.page_end)}` : ""),
     h("p", { class: "muted" }, `collection ${c.collection} · score ${c.score.toFixed(3)}`),
     h("div", { class: "chunk" }, c.text), download ? downloadButton(c, download) : null))];
