@@ -118,9 +118,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these (e.g. ingest_bench)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for latest.json, latest.md, logs/")
     parser.add_argument("--child", metavar="MODULE", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--publish", action="store_true", help="copy the last report's tables into docs/benchmarks.md and stop"
+    )
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child, quick=args.quick, out=args.out)
+    if args.publish:
+        publish((args.out / "latest.md").read_text(encoding="utf-8"))
+        return 0
 
     benchmarks = discover()
     if args.only:
@@ -137,6 +143,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench: {benchmark.name} {_verdict(entry)} in {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
     print(f"bench: report in {args.out / 'latest.md'}", file=sys.stderr)
     return 0 if all(e["status"] == "ok" for e in report["benchmarks"].values()) else 1
+
+
+DOCS = REPO_ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def publish(latest: str, docs: Path = DOCS) -> None:
+    """Replace the figures between the markers of ``docs`` with a report (its title demoted under the page's)."""
+    page = docs.read_text(encoding="utf-8")
+    head, _, rest = page.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    body = latest.replace("\n## ", "\n### ").replace("# Benchmarks", "## Latest run", 1).strip()
+    docs.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}", encoding="utf-8")
 
 
 def _child(module: str, *, quick: bool, out: Path) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bench.__main__ import Benchmark, command, discover, execute, main, write_report
+from bench.__main__ import BEGIN, END, Benchmark, command, discover, execute, main, publish, write_report
 from bench.report import ONE_CORE_ENV, markdown, met, summary_rows
 from bench.scifact_bench import max_pooled, ndcg_at_k, recall_at_k
 
@@ -151,3 +151,14 @@ def test_ndcg_recall_and_max_pooling() -> None:
     assert ndcg_at_k({"q1": ["a", "b"], "q2": ["c"]}, qrels) == pytest.approx(1.0)
     assert recall_at_k(ranking, qrels, 1) == pytest.approx(0.25)
     assert max_pooled([("a", 0.5), ("b", 0.7), ("a", 0.9), ("c", 0.7)]) == ["a", "b", "c"]
+
+
+def test_publish_replaces_only_the_figures_between_the_markers(tmp_path: Path) -> None:
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# Benchmarks\n\nintro\n\n{BEGIN}\nold figures\n{END}\n\n## After\n", encoding="utf-8")
+    publish("# Benchmarks (full run)\n\nmachine\n\n## kappi_bench\n\n| a |\n", docs)
+    page = docs.read_text(encoding="utf-8")
+    assert page.startswith("# Benchmarks\n\nintro\n\n")
+    assert "old figures" not in page
+    assert f"{BEGIN}\n## Latest run (full run)\n\nmachine\n\n### kappi_bench\n\n| a |\n{END}" in page
+    assert page.endswith("\n\n## After\n")
