@@ -8,6 +8,7 @@ from uuid import UUID
 
 import msgspec
 
+from common.groups import GroupName
 from kappi.access.policy import Verdict
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -17,7 +18,6 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=120)]
-GroupName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 Prompt = Annotated[str, msgspec.Meta(max_length=20_000)]
 Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]
 MaxTokens = Annotated[int, msgspec.Meta(ge=1, le=32_000)]

@@ -4,7 +4,7 @@ records, and an explanation of who can search what."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 from uuid import UUID
@@ -14,6 +14,7 @@ import msgspec
 from common.auth import Authenticator, Principal
 from common.db import Database
 from common.errors import InvalidInput, NotFound
+from common.groups import check_groups
 from kappi.access.identities import IdentityReader
 from kappi.access.policy import agent_visible
 from kappi.agent.models import (
@@ -35,17 +36,6 @@ from kappi.retrieval.service import Retriever
 
 ModelCheck = Callable[[str, str], None]
 """Raises ``InvalidInput`` for an unknown LLM provider or model."""
-
-
-def check_groups(groups: Iterable[str]) -> list[str]:
-    """Groups match exactly, so stray whitespace is refused rather than silently never matching."""
-    cleaned = sorted(set(groups))
-    for group in cleaned:
-        if group != group.strip() or any(ch in group for ch in "\r\n\t\0"):
-            raise InvalidInput(
-                f"Group {group!r} has leading/trailing whitespace or control characters.", code="invalid_group"
-            )
-    return cleaned
 
 
 class AgentService:

@@ -19,10 +19,9 @@ import msgspec
 from common.db import Database
 from common.errors import AppError, NotFound
 from kappi.agent.models import Agent, AgentVersion
-from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timings, Usage
+from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
-from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token
-from kappi.llm.base import Usage as LlmUsage
+from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
 from kappi.llm.prompt import system_prompt_with_context
 from kappi.llm.registry import LlmRegistry
 from kappi.retrieval.service import Retrieval, Retriever
@@ -51,7 +50,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     data: dict[str, Any]
 
 
-Step = Retrieval | Token | LlmUsage
+Step = Retrieval | Token | Usage
 """What the pipeline yields: the retrieval first, then the LLM's tokens and its usage."""
 
 
@@ -207,7 +206,7 @@ class _Run:
         elif isinstance(step, Token):
             self.parts.append(step.text)
         else:
-            self.usage = Usage(input_tokens=step.input_tokens, output_tokens=step.output_tokens)
+            self.usage = step
 
     def timings(self, *, answered: bool) -> Timings:
         """Per-stage milliseconds; the LLM's time only if it answered (or began to)."""

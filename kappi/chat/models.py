@@ -8,6 +8,8 @@ from uuid import UUID
 
 import msgspec
 
+from kappi.llm.base import Usage
+
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
@@ -68,11 +70,6 @@ class Timings(msgspec.Struct, frozen=True, kw_only=True):
     search_ms: float
     llm_ms: float
     total_ms: float
-
-
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True):

@@ -9,7 +9,8 @@ from uuid import UUID
 import msgspec
 
 from common.db.database import Connection
-from kappi.chat.models import ChatRow, Citation, Message, Timings, Usage
+from kappi.chat.models import ChatRow, Citation, Message, Timings
+from kappi.llm.base import Usage
 
 _CHAT = """SELECT c.id, c.agent_id, a.name AS agent_name, a.groups AS agent_groups, a.active AS agent_active,
                   c.title, c.created_at, c.updated_at
