@@ -32,6 +32,12 @@ class SharedClients:
         self._users = 0
 
     @property
+    def owns_vectors(self) -> bool:
+        """Whether these clients open the vector stores from the settings (a service's process), rather than
+        use stores the caller manages (tests)."""
+        return self._owns_vectors
+
+    @property
     def vectors(self) -> VectorRegistry:
         if self._vectors is None:
             raise RuntimeError("vector stores are opened by a service's lifespan (SharedClients.opened)")

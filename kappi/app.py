@@ -1,7 +1,8 @@
 """Kappi: agents grounded in the collections a user's groups may read.
 
 :class:`Kappi` is the composition root: every collaborator a handler may use, built once in the lifespan and
-handed to handlers as typed dependencies. Handlers parse, call one service method and return.
+handed to handlers as typed dependencies. Handlers parse, call one service method and return. Here alone,
+kappi searches pgvector collections in its own memory (:func:`searched_in_memory`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from common.config import Settings
 from common.db import Database
 from common.http.app import build_service_app
 from common.http.security import admin_only, authenticate_request
+from common.vectors.pgvector import PgVectorStore
+from common.vectors.registry import VectorRegistry
+from common.vectors.resident import ResidentVectors
 from kappi.access.identities import IdentityReader
 from kappi.agent.cache import AgentCache
 from kappi.agent.controller import AgentAdminController
@@ -42,10 +46,17 @@ class Kappi:
 
     @classmethod
     def build(
-        cls, db: Database, clients: SharedClients, llms: LlmRegistry, authenticator: Authenticator, *, ttl: float
+        cls,
+        db: Database,
+        clients: SharedClients,
+        vectors: VectorRegistry,
+        llms: LlmRegistry,
+        authenticator: Authenticator,
+        *,
+        ttl: float,
     ) -> Kappi:
-        identities = IdentityReader(clients.vectors, ttl_seconds=ttl)
-        retriever = Retriever(identities, clients.vectors, QueryVectors(clients.embedders))
+        identities = IdentityReader(vectors, ttl_seconds=ttl)
+        retriever = Retriever(identities, vectors, QueryVectors(clients.embedders))
         agent_cache = AgentCache(db, ttl_seconds=ttl)
         return cls(
             identities=identities,
@@ -54,6 +65,26 @@ class Kappi:
             chats=ChatService(db, retriever, llms, agent_cache),
             agents=AgentService(db, identities, retriever, llms.check_model, authenticator, changed=agent_cache.forget),
         )
+
+
+@asynccontextmanager
+async def searched_in_memory(clients: SharedClients) -> AsyncIterator[VectorRegistry]:
+    """The clients' stores, pgvector's wrapped in copies searched in this process's memory
+    (:class:`ResidentVectors`, kept exact by PostgreSQL's change notices): kappi searches at a rate chonkit and
+    the workers never do. Stores a caller manages (tests) are used as they are; ``resident_max_chunks=0`` too."""
+    settings = clients.settings
+    store = clients.vectors.get("pgvector") if "pgvector" in clients.vectors.providers() else None
+    if not clients.owns_vectors or settings.resident_max_chunks <= 0 or not isinstance(store, PgVectorStore):
+        yield clients.vectors
+        return
+    if not settings.database_url:
+        raise RuntimeError("database_url must be resolved before opening vector stores")
+    resident = ResidentVectors(store, settings.database_url, max_chunks=settings.resident_max_chunks)
+    resident.start()
+    try:
+        yield clients.vectors.replacing("pgvector", resident)
+    finally:
+        await resident.close()
 
 
 def kappi_of(state: State) -> Kappi:
@@ -91,8 +122,8 @@ def create_app(
 
     @asynccontextmanager
     async def compose(app: Litestar) -> AsyncIterator[None]:
-        async with clients.opened():
-            app.state.kappi = Kappi.build(app.state.db, clients, llms, authenticator, ttl=identity_ttl_seconds)
+        async with clients.opened(), searched_in_memory(clients) as vectors:
+            app.state.kappi = Kappi.build(app.state.db, clients, vectors, llms, authenticator, ttl=identity_ttl_seconds)
             yield
 
     users = Router("/", route_handlers=[AgentController, ChatController], before_request=authenticate_request)

@@ -18,6 +18,9 @@ FORBIDDEN = {
 }
 
 
+SOURCES = ("schemas", "common", "chonkit", "kappi", "ragu", "console", "migrations", "bench")
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found: set[str] = set()
@@ -26,6 +29,16 @@ def _imports(path: Path) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+    return found
+
+
+def _imported_names(path: Path) -> set[str]:
+    """:func:`_imports` plus ``package.name`` for every ``from package import name`` (a module, maybe)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = _imports(path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -54,3 +67,32 @@ def test_boundary_check_sees_relative_and_nested_imports(tmp_path: Path) -> None
     sample = tmp_path / "m.py"
     sample.write_text("def f():\n    import kappi.chat\n    from chonkit.document import x\n")
     assert _imports(sample) == {"kappi.chat", "chonkit.document"}
+
+
+def test_only_kappis_composition_root_imports_the_in_memory_copies() -> None:
+    """Searching in memory is kappi's choice: chonkit, the workers and reconcile use the plain pgvector store
+    and never hold the change feed's listening connection."""
+    importers = {
+        str(path.relative_to(ROOT))
+        for package in SOURCES
+        for path in (ROOT / package).rglob("*.py")
+        if "common.vectors.resident" in _imported_names(path)
+    }
+    assert importers == {"kappi/app.py"}
+
+
+def test_the_change_feed_is_heard_only_by_the_in_memory_copies() -> None:
+    """The change feed's SQL is shared (collection creation, migration 0006); its listener is the copies' alone."""
+    listeners = {
+        str(path.relative_to(ROOT))
+        for package in SOURCES
+        for path in (ROOT / package).rglob("*.py")
+        if "common.vectors.changes.ChangeFeed" in _imported_names(path)
+    }
+    assert listeners == {"common/vectors/resident.py"}
+
+
+def test_boundary_check_sees_modules_imported_from_their_package(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text("from common.vectors import resident\nimport common.vectors.changes\n")
+    assert _imported_names(sample) == {"common.vectors", "common.vectors.resident", "common.vectors.changes"}

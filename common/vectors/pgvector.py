@@ -2,7 +2,7 @@
 
 ``vectors."<Name>"`` holds ``id uuid``, ``embedding vector(<dim>)`` and ``payload jsonb``, with an HNSW
 cosine index on the embedding, a btree on ``payload->>'document_id'``, a GIN index on ``payload->'groups'``
-and a trigger that announces every committed write on :data:`CHANGES_CHANNEL`. It is plain PostgreSQL, so
+and a trigger that announces every committed write (:mod:`common.vectors.changes`). It is plain PostgreSQL, so
 chonkit and kappi share collections from separate processes with nothing to coordinate. The identity record
 is the row at the nil UUID; every chunk query excludes it.
 
@@ -31,11 +31,12 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 import msgspec
 import numpy as np
+import numpy.typing as npt
 from pgvector import Vector as PgVector
 
 from common.db.database import Connection, Pool, init_connection
@@ -50,6 +51,7 @@ from common.vectors.base import (
     VectorRecord,
     identity_vector,
 )
+from common.vectors.changes import add_trigger, announce, announces_writes
 from common.vectors.records import (
     as_floats,
     checked_identity_payload,
@@ -69,11 +71,6 @@ SCHEMA = "vectors"
 MAX_DIMENSION = 2000
 """The most dimensions pgvector's HNSW index accepts on a ``vector`` column."""
 
-CHANGES_CHANNEL = "ragu_vectors"
-"""Every committed write to a collection sends its name on this channel (migration 0006's trigger, and
-:meth:`PgVectorStore.drop_collection`): what keeps ``common.vectors.resident``'s copies exact."""
-CHANGE_TRIGGER = "ragu_collection_changed"
-
 _NIL = uuid.UUID(IDENTITY_ID)
 CHUNKS_ONLY = f"id <> '{IDENTITY_ID}'"
 DEFAULT_EF_SEARCH = 40
@@ -88,6 +85,10 @@ an index to use (HNSW, the ``document_id`` btree, the primary key); on a small c
 rather scan it whole, and then its ``groups`` filter decompresses every chunk's payload: 14 ms of PostgreSQL
 CPU per question over three collections of 900 chunks, against about 2 ms through HNSW. Statements with no
 index to use (counts, group rewrites) still scan: the setting only makes the scan the last resort."""
+SNAPSHOT_BATCH = 2000
+"""Rows per fetch of :meth:`PgVectorStore.snapshot`: the event loop serves requests between batches."""
+Chunk: TypeAlias = tuple[str, npt.NDArray[np.float32], dict[str, Any]]
+"""A chunk as :meth:`PgVectorStore.snapshot` reads it: id, vector, payload."""
 _CONNECTION_ERRORS = (
     OSError,
     asyncpg.PostgresConnectionError,
@@ -134,6 +135,11 @@ class PgVectorStore:
     def provider(self) -> str:
         return PROVIDER
 
+    @property
+    def pool(self) -> Pool:
+        """The pool every statement of the store goes through (the caller's)."""
+        return self._pool
+
     async def create_collection(self, identity: Identity, dimension: int) -> None:
         """Table, indexes and identity in one transaction: a failure leaves no half-made collection."""
         payload = checked_identity_payload(identity)
@@ -155,10 +161,7 @@ class PgVectorStore:
                 await conn.execute(f"CREATE INDEX ON {table} USING hnsw (embedding vector_cosine_ops)")
                 await conn.execute(f"CREATE INDEX ON {table} ((payload->>'document_id'))")
                 await conn.execute(f"CREATE INDEX ON {table} USING gin ((payload->'groups'))")
-                await conn.execute(
-                    f"CREATE TRIGGER {CHANGE_TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table} "
-                    f"FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.{CHANGE_TRIGGER}()"
-                )
+                await conn.execute(add_trigger(table))
                 await _put_identity(conn, table, payload, dimension)
         except (asyncpg.DuplicateTableError, asyncpg.UniqueViolationError) as exc:
             # A concurrent create of the same name surfaces as a unique violation in the catalog.
@@ -372,7 +375,7 @@ class PgVectorStore:
             return
         async with self._connection(name) as conn, conn.transaction():
             await conn.execute(f"DROP TABLE IF EXISTS {table_of(name)}")
-            await conn.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, name)  # no trigger fires on DROP
+            await announce(conn, name)  # no trigger fires on DROP
 
     async def list_identities(self) -> list[Identity]:
         """Tables of the ``vectors`` schema shaped like a collection whose nil-id row is a valid identity."""
@@ -402,6 +405,22 @@ class PgVectorStore:
                 if identity is not None:
                     identities.append(identity)
         return identities
+
+    async def snapshot(self, name: str, *, max_chunks: int) -> list[Chunk] | None:
+        """Every chunk of a collection as one transaction sees them, for a copy kept elsewhere; ``None`` when
+        there are more than ``max_chunks`` or the table does not announce its writes (not made by Ragu), so
+        that no copy could outlive a write unnoticed."""
+        table = table_of(name)
+        async with self._connection(name) as conn, conn.transaction(readonly=True):
+            if not await announces_writes(conn, table):
+                return None
+            chunks: list[Chunk] = []
+            statement = f"SELECT id, embedding, payload FROM {table} WHERE {CHUNKS_ONLY}"
+            async for row in conn.cursor(statement, prefetch=SNAPSHOT_BATCH):
+                if len(chunks) >= max_chunks:
+                    return None
+                chunks.append((str(row["id"]), row["embedding"].to_numpy(), row["payload"]))
+        return chunks
 
     async def close(self) -> None:
         """Nothing to release: the pool belongs to the caller."""

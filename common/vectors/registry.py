@@ -21,6 +21,11 @@ class VectorRegistry:
     def providers(self) -> list[str]:
         return sorted(self._stores)
 
+    def replacing(self, provider: str, store: VectorStore) -> VectorRegistry:
+        """The same stores with ``provider``'s served by ``store`` (a wrapper around it, say); closing stays
+        with this registry."""
+        return VectorRegistry({**self._stores, provider: store})
+
     def get(self, provider: str) -> VectorStore:
         try:
             return self._stores[provider]
@@ -39,20 +44,18 @@ class VectorRegistry:
 
 
 async def open_vector_registry(settings: Settings) -> VectorRegistry:
-    """pgvector on the Ragu database (its own small pool; searched in memory where it can be), Qdrant (server
-    or local mode), and Weaviate when a URL is configured. Requires ``settings.database_url`` to be resolved."""
+    """pgvector on the Ragu database (its own small pool), Qdrant (server or local mode), and Weaviate when a URL
+    is configured: the plain adapters (kappi alone wraps pgvector in its in-memory copies, ``kappi.app``).
+    Requires ``settings.database_url`` to be resolved."""
     from qdrant_client import AsyncQdrantClient
 
-    from common.vectors.pgvector import open_pool
+    from common.vectors.pgvector import PgVectorStore, open_pool
     from common.vectors.qdrant import QdrantStore
-    from common.vectors.resident import ResidentPgVectorStore
 
     if not settings.database_url:
         raise RuntimeError("database_url must be resolved before opening vector stores")
     pool = await open_pool(settings.database_url)
-    pgvector = ResidentPgVectorStore(pool, settings.database_url, max_chunks=settings.resident_max_chunks)
-    await pgvector.start()
-    stores: dict[str, VectorStore] = {"pgvector": pgvector}
+    stores: dict[str, VectorStore] = {"pgvector": PgVectorStore(pool)}
     if settings.qdrant_url:
         qdrant = AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key)
     else:

@@ -4,22 +4,23 @@ Why: a kappi question searches three or more collections. Through PostgreSQL tha
 CPU and ~0.5 ms of ours per question (``bench/kappi_bench.py``); a faiss HNSW index over the same chunks in
 this process answers the three searches in ~0.2 ms, on the server's own core, with no round trip.
 
+Kappi's own choice: :class:`ResidentVectors` wraps a :class:`PgVectorStore` and is built only in kappi's
+composition root (``kappi.app``). Chonkit, ``ragu worker`` and ``ragu reconcile`` use the plain store: they
+never search at kappi's rate, and open no listening connection.
+
 How the copy stays exact:
 
 - A collection is copied the first time it is searched (in the background; until then, and whenever its copy
-  is not current, the search goes to PostgreSQL exactly as :class:`PgVectorStore` does it). Only tables that
-  carry the change trigger (migration 0006) are copied, and only while the copies fit ``max_chunks``.
-- Every committed write to a collection sends ``NOTIFY ragu_vectors, '<name>'`` (the trigger, whoever the
-  writer is; ``drop_collection`` too). The notice drops the copy at once; the collection is copied again by a
-  later search once its writes have been quiet for ``settle_seconds`` (an embedding job writes in batches),
-  or for ten times its last build when that is longer (:data:`REBUILD_FACTOR`).
+  is not current, the search goes to the wrapped store, once). Only tables that announce their writes
+  (:mod:`common.vectors.changes`) are copied, and only while the copies fit ``max_chunks``.
+- Every committed write to a collection, whoever the writer is, arrives as a change notice
+  (:class:`~common.vectors.changes.ChangeFeed`). The notice drops the copy at once; the collection is copied
+  again by a later search once its writes have been quiet for ``settle_seconds`` (an embedding job writes in
+  batches), or for ten times its last build when that is longer (:data:`REBUILD_FACTOR`). Writes made through
+  the wrapper drop the copy as they return, before their notice arrives.
 - A copy whose load overlapped a notice is thrown away (a generation counter per collection), so no copy ever
-  predates a write whose notice has arrived. While the listening connection is down, nothing is searched in
+  predates a write whose notice has arrived. While the feed is not provably listening, nothing is searched in
   memory: every copy is dropped when it goes, and loads wait until it is back.
-- Notices are proven to arrive, not assumed: before copying anything, and every ``PING_SECONDS`` after, the
-  listener sends a probe notice through the pool and waits for it. A connection pooler in transaction mode
-  (PgBouncer) or a half-open connection swallows notices silently; then the probe fails and everything is
-  searched in PostgreSQL.
 
 Access: the chunks' own ``groups`` are part of the copy and the SQL filter's rule applies to them unchanged
 (no ``groups`` = everyone; otherwise at least one in common), so the second access check holds here too.
@@ -30,34 +31,23 @@ equal distances straddling the limit, a filter that rejects only some candidates
 of another dimension — that search goes to PostgreSQL.
 """
 
-# ruff: noqa: S608 -- SQL names only tables that passed table_of(); values are $n bind parameters.
-
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import asyncpg
 import numpy as np
 import numpy.typing as npt
 
-from common.db.database import Connection, Pool
 from common.errors import AppError
 from common.vectors.base import Search, SearchFilter, SearchHit, SearchResult, Vector, VectorRecord
-from common.vectors.pgvector import (
-    CHANGE_TRIGGER,
-    CHANGES_CHANNEL,
-    CHUNKS_ONLY,
-    DEFAULT_EF_SEARCH,
-    PgVectorStore,
-    table_of,
-)
+from common.vectors.changes import ChangeFeed
+from common.vectors.pgvector import DEFAULT_EF_SEARCH, Chunk, PgVectorStore
 from common.vectors.records import is_collection_name
 from schemas.models import Identity
 
@@ -71,125 +61,147 @@ HNSW_BUILD_EF = 256
 """Candidates kept while building (pgvector's default is 64): on SciFact claims, recall@5 at search ``ef`` 40 is
 then 0.993 against pgvector's 0.992 (0.986 with 64), for the same search time and a build ~3x longer (3.2 s
 for 13.7k chunks, in a background thread)."""
-LOAD_BATCH = 2000
-"""Rows per fetch while copying: the event loop serves requests between batches."""
 REBUILD_FACTOR = 10.0
 """A collection is copied again only after its writes have been quiet for this many times its last build:
 rebuilding costs the same core that answers questions, so a collection written to all the time is searched in
 PostgreSQL rather than rebuilt over and over (at most ~10 % of the core goes to rebuilds)."""
-PING_SECONDS = 5.0
-"""How often the listener proves that notices still reach it, and how long it waits for its probe."""
 BUSY_WITHIN = 0.002
 """Questions whose searches start this close together (seconds) are batched (:class:`_Batch`); a question
 alone searches at once rather than wait for the event loop's turn (~1 ms at a few hundred questions/s)."""
-PROBE = "ragu-probe:"
-"""Payload prefix of the listener's own probe notices; no collection name can start so (``^[A-Z]...``)."""
 
 
-class ResidentPgVectorStore(PgVectorStore):
-    """:class:`PgVectorStore` whose searches run on in-memory copies of its collections when they are current.
+class ResidentStatus:
+    """What the copies are doing, for tests, benchmarks and diagnostics; nothing decides by it."""
+
+    def __init__(self, listening: asyncio.Event, copies: Mapping[str, _Copy]) -> None:
+        self.listening = listening
+        """Set while change notices provably arrive: copies are made and searched only then."""
+        self._copies = copies
+
+    def in_memory(self) -> dict[str, int]:
+        """The collections searched in memory now, with their chunk counts."""
+        return {name: copy.size for name, copy in self._copies.items()}
+
+
+class ResidentVectors:
+    """The :class:`~common.vectors.base.VectorStore` port over a :class:`PgVectorStore`, whose searches run on
+    in-memory copies of its collections when they are current; everything else is the store's.
 
     Args:
-        pool: As for :class:`PgVectorStore`.
-        url: The database URL, for the connection that listens on :data:`CHANGES_CHANNEL`.
+        store: The store to wrap; it (and its pool) belongs to the caller and stays open after :meth:`close`.
+        url: The database URL, for the connection that listens for change notices.
         max_chunks: Most chunks held in memory over all collections (5.5 KB each measured at 384 dimensions
-            with SciFact's payloads); 0 copies nothing.
+            with SciFact's payloads); 0 copies nothing and listens for nothing.
         settle_seconds: Quiet time after a collection's last write before it is copied again.
     """
 
-    def __init__(self, pool: Pool, url: str, *, max_chunks: int, settle_seconds: float = 1.0) -> None:
-        super().__init__(pool)
-        self._url = url
+    def __init__(self, store: PgVectorStore, url: str, *, max_chunks: int, settle_seconds: float = 1.0) -> None:
+        self._store = store
         self._max_chunks = max_chunks
         self._settle_seconds = settle_seconds
+        self._feed = ChangeFeed(url, store.pool, changed=self._changed, lost=self._drop_all)
         self._copies: dict[str, _Copy] = {}
         self._generation: dict[str, int] = {}
         """Per collection, how many change notices have arrived: a load keeps its copy only if unchanged."""
         self._epoch = 0
-        """Bumped whenever the listening connection comes or goes: a load across that keeps nothing."""
+        """Bumped whenever notices may have been missed: a load across that keeps nothing."""
         self._changed_at: dict[str, float] = {}
         self._build_seconds: dict[str, float] = {}
         """How long each collection's last copy took to build: writes arriving faster than that get PostgreSQL."""
         self._refused: dict[str, int] = {}
         """Collections not to copy (too large, no trigger) until their next change notice: name → generation."""
-        self._listening = False
         self._loading: set[str] = set()
         self._load_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._listener: asyncio.Task[None] | None = None
-        self._probes: dict[str, asyncio.Future[None]] = {}
         self._pending: _Batch | None = None
         self._last_search_many = -math.inf
-        self.listening = asyncio.Event()
-        """Set while change notices are being received (tests wait on it)."""
+        self.status = ResidentStatus(self._feed.listening, self._copies)
 
-    async def start(self) -> None:
+    @property
+    def provider(self) -> str:
+        return self._store.provider
+
+    def start(self) -> None:
         """Start listening for change notices (copies are made only while listening)."""
-        if self._max_chunks > 0 and self._listener is None:
-            self._listener = asyncio.create_task(self._listen(), name="ragu-vector-notices")
+        if self._max_chunks > 0:
+            self._feed.start()
 
     async def close(self) -> None:
-        tasks = [t for t in (self._listener, *self._tasks) if t is not None]
+        """Stop listening and drop every copy; the wrapped store stays open."""
+        await self._feed.aclose()
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._listener = None
         self._drop_all()
 
-    # This process's own writes drop the copy as they return (their notice may still be on its way), so a
+    # Reads that no copy answers.
+
+    async def collection_exists(self, name: str) -> bool:
+        return await self._store.collection_exists(name)
+
+    async def read_identity(self, name: str) -> dict[str, Any] | None:
+        return await self._store.read_identity(name)
+
+    async def count(self, name: str, *, document_id: str | None = None) -> int:
+        return await self._store.count(name, document_id=document_id)
+
+    async def document_ids(self, name: str) -> dict[str, int]:
+        return await self._store.document_ids(name)
+
+    async def list_identities(self) -> list[Identity]:
+        return await self._store.list_identities()
+
+    # Writes through the wrapper drop the copy as they return (their notice may still be on its way), so a
     # search right after a write always sees it.
 
     async def create_collection(self, identity: Identity, dimension: int) -> None:
         try:
-            await super().create_collection(identity, dimension)
+            await self._store.create_collection(identity, dimension)
         finally:
             self._changed(identity.name)
 
     async def write_identity(self, identity: Identity) -> None:
         try:
-            await super().write_identity(identity)
+            await self._store.write_identity(identity)
         finally:
             self._changed(identity.name)
 
     async def set_groups(self, name: str, groups: Sequence[str]) -> None:
         try:
-            await super().set_groups(name, groups)
+            await self._store.set_groups(name, groups)
         finally:
             self._changed(name)
 
     async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
         try:
-            await super().upsert(name, records)
+            await self._store.upsert(name, records)
         finally:
             self._changed(name)
 
     async def delete_document(self, name: str, document_id: str) -> None:
         try:
-            await super().delete_document(name, document_id)
+            await self._store.delete_document(name, document_id)
         finally:
             self._changed(name)
 
     async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
         try:
-            await super().rename_document(name, document_id, document_name)
+            await self._store.rename_document(name, document_id, document_name)
         finally:
             self._changed(name)
 
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         try:
-            await super().delete_ids(name, ids)
+            await self._store.delete_ids(name, ids)
         finally:
             self._changed(name)
 
     async def drop_collection(self, name: str) -> None:
         try:
-            await super().drop_collection(name)
+            await self._store.drop_collection(name)
         finally:
             self._changed(name)
-
-    def resident(self) -> dict[str, int]:
-        """The collections searched in memory now, with their chunk counts."""
-        return {name: copy.size for name, copy in self._copies.items()}
 
     async def search(
         self,
@@ -201,20 +213,22 @@ class ResidentPgVectorStore(PgVectorStore):
         max_distance: float | None = None,
         where: SearchFilter | None = None,
     ) -> list[SearchHit]:
-        wanted = Search(
-            name=name, vector=vector, limit=limit, properties=properties, max_distance=max_distance, where=where
-        )
-        hits = self._search_copy(wanted, {})
-        if hits is not None:
-            return hits
-        return await super().search(
+        copy = self._current_copy(name)
+        if copy is not None:
+            wanted = Search(
+                name=name, vector=vector, limit=limit, properties=properties, max_distance=max_distance, where=where
+            )
+            hits = copy.search(wanted, _unit(vector))
+            if hits is not None:
+                return hits
+        return await self._store.search(
             name, vector, limit=limit, properties=properties, max_distance=max_distance, where=where
         )
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         """The copies answer what they can: HNSW searches of questions arriving together (within
         :data:`BUSY_WITHIN`) in one batch (:class:`_Batch`), others at once. The rest, including a search whose
-        copy was dropped before its batch ran, goes to PostgreSQL."""
+        copy was dropped before its batch ran, goes to the store in one call."""
         units: dict[int, npt.NDArray[np.float32] | None] = {}  # an agent's searches share their query vector
         results: list[SearchResult | None] = [None] * len(searches)
         waiting: list[asyncio.Future[SearchResult | None]] = []
@@ -236,24 +250,14 @@ class ResidentPgVectorStore(PgVectorStore):
                 waiting.append(self._batch().add(copy, search, planned))
                 positions.append(n)
             else:  # a lone question need not wait; exhaustive copies are small, and faiss would use BLAS on batches
-                results[n] = copy.search(search, units[key])
+                results[n] = copy.answer(search, planned)
         for n, answer in zip(positions, waiting, strict=True):
             results[n] = await answer  # one batch answers them all: only the first await suspends
         rest = [n for n, result in enumerate(results) if result is None]
         if rest:
-            for n, result in zip(rest, await super().search_many([searches[n] for n in rest]), strict=True):
+            for n, result in zip(rest, await self._store.search_many([searches[n] for n in rest]), strict=True):
                 results[n] = result
         return [r if r is not None else [] for r in results]
-
-    def _search_copy(self, search: Search, units: dict[int, npt.NDArray[np.float32] | None]) -> list[SearchHit] | None:
-        """The copy's answer, or ``None``: ask PostgreSQL (and start copying the collection if it may be)."""
-        copy = self._current_copy(search.name)
-        if copy is None:
-            return None
-        key = id(search.vector)
-        if key not in units:
-            units[key] = _unit(search.vector)
-        return copy.search(search, units[key])
 
     def _current_copy(self, name: str) -> _Copy | None:
         copy = self._copies.get(name)
@@ -273,7 +277,7 @@ class ResidentPgVectorStore(PgVectorStore):
             batch.run()
 
     def _consider_loading(self, name: str) -> None:
-        if not self._listening or name in self._loading or not is_collection_name(name):
+        if not self._feed.listening.is_set() or name in self._loading or not is_collection_name(name):
             return
         generation = self._generation.get(name, 0)
         if self._refused.get(name) == generation:
@@ -292,11 +296,12 @@ class ResidentPgVectorStore(PgVectorStore):
             async with self._load_lock:
                 generation, epoch = self._generation.get(name, 0), self._epoch
                 budget = self._max_chunks - sum(c.size for c in self._copies.values())
-                rows = await self._rows(name, budget)
+                chunks = await self._store.snapshot(name, max_chunks=budget)
                 started = time.perf_counter()
-                copy = None if rows is None else await asyncio.to_thread(_Copy.build, rows)
+                copy = None if chunks is None else await asyncio.to_thread(_Copy.build, chunks)
                 self._build_seconds[name] = time.perf_counter() - started
-                if generation != self._generation.get(name, 0) or epoch != self._epoch or not self._listening:
+                current = generation == self._generation.get(name, 0) and epoch == self._epoch
+                if not current or not self._feed.listening.is_set():
                     return  # a write (or a gap in the notices) overlapped the load: the next search tries again
                 if copy is None:
                     self._refused[name] = generation
@@ -312,29 +317,6 @@ class ResidentPgVectorStore(PgVectorStore):
         finally:
             self._loading.discard(name)
 
-    async def _rows(self, name: str, budget: int) -> list[tuple[str, npt.NDArray[np.float32], dict[str, Any]]] | None:
-        """The collection's chunks in one snapshot, or ``None`` when it must not be copied."""
-        table = table_of(name)
-        async with self._connection(name) as conn, conn.transaction(readonly=True):
-            if not await _has_change_trigger(conn, table):
-                return None  # made by something else than Ragu: its writes would not be announced
-            rows: list[tuple[str, npt.NDArray[np.float32], dict[str, Any]]] = []
-            statement = f"SELECT id, embedding, payload FROM {table} WHERE {CHUNKS_ONLY}"
-            async for row in conn.cursor(statement, prefetch=LOAD_BATCH):
-                if len(rows) >= budget:
-                    return None
-                rows.append((str(row["id"]), row["embedding"].to_numpy(), row["payload"]))
-        return rows
-
-    def _on_notice(self, _conn: Connection, _pid: int, _channel: str, payload: object) -> None:
-        name = str(payload)
-        if name.startswith(PROBE):  # ours arrived; another process's probe means nothing here
-            probe = self._probes.get(name)
-            if probe is not None and not probe.done():
-                probe.set_result(None)
-            return
-        self._changed(name)
-
     def _changed(self, name: str) -> None:
         self._generation[name] = self._generation.get(name, 0) + 1
         self._changed_at[name] = asyncio.get_running_loop().time()
@@ -342,52 +324,8 @@ class ResidentPgVectorStore(PgVectorStore):
         self._refused.pop(name, None)
 
     def _drop_all(self) -> None:
-        self._listening = False
-        self.listening.clear()
         self._epoch += 1
         self._copies.clear()
-
-    async def _listen(self) -> None:
-        """Hold a connection that LISTENs; reconnect after any loss, searching PostgreSQL meanwhile."""
-        delay = 0.5
-        while True:
-            conn: Connection | None = None
-            try:
-                conn = await asyncpg.connect(self._url)
-                lost = asyncio.Event()
-                conn.add_termination_listener(_setter(lost))
-                await conn.add_listener(CHANGES_CHANNEL, self._on_notice)
-                await self._probe()
-                self._epoch += 1
-                self._listening = True
-                self.listening.set()
-                delay = 0.5
-                while not lost.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(lost.wait(), PING_SECONDS)
-                    if not lost.is_set():
-                        await self._probe()
-            except (AppError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
-                _log.info("not listening for vector changes (%s); searching PostgreSQL until back", exc)
-            finally:
-                self._drop_all()
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(conn.close(), 1.0)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
-
-    async def _probe(self) -> None:
-        """A notice sent through the pool must come back on the listening connection within PING_SECONDS."""
-        token = PROBE + uuid.uuid4().hex
-        arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._probes[token] = arrived
-        try:
-            async with self._connection(None) as conn:
-                await conn.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, token)
-            await asyncio.wait_for(arrived, PING_SECONDS)
-        finally:
-            self._probes.pop(token, None)
 
 
 def _import_faiss() -> Any:
@@ -402,19 +340,6 @@ def _import_faiss() -> Any:
     finally:
         loader.setLevel(level)
     return faiss
-
-
-def _setter(event: asyncio.Event) -> Callable[[object], None]:
-    return lambda _: event.set()
-
-
-async def _has_change_trigger(conn: Connection, table: str) -> bool:
-    found: bool = await conn.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2 AND tgenabled <> 'D')",
-        table,
-        CHANGE_TRIGGER,
-    )
-    return found
 
 
 class _Copy:
@@ -442,7 +367,7 @@ class _Copy:
         """Every chunk carries the same groups (the normal case): the access filter is one check."""
 
     @classmethod
-    def build(cls, rows: Sequence[tuple[str, npt.NDArray[np.float32], dict[str, Any]]]) -> _Copy | None:
+    def build(cls, rows: Sequence[Chunk]) -> _Copy | None:
         """``None`` for what the copy cannot answer like SQL: zero vectors, odd ``groups`` values, no chunks."""
         faiss = _import_faiss()
         faiss.omp_set_num_threads(1)
@@ -472,8 +397,10 @@ class _Copy:
         """Hits as :meth:`PgVectorStore.search` returns them for this unit ``query``, or ``None`` when only SQL
         can say (``query`` is ``None`` for a query vector that is not one)."""
         planned = self.plan(search, query)
-        if not isinstance(planned, _Planned):
-            return planned
+        return planned if not isinstance(planned, _Planned) else self.answer(search, planned)
+
+    def answer(self, search: Search, planned: _Planned) -> list[SearchHit] | None:
+        """:meth:`search` once planned."""
         scores, labels = self.neighbours(planned.query[None, :], planned.fetch)
         return self.hits(search, planned.fetch, scores[0], labels[0])
 

@@ -4,32 +4,27 @@ the moment a write commits — whoever the writer is.
 
 A statement-level trigger on each collection table calls :func:`vectors.ragu_collection_changed`; PostgreSQL
 delivers the notice at commit and folds duplicates within a transaction, so a batch of upserts costs one
-notice. Collections created later get the trigger from ``common.vectors.pgvector``; this revision adds it to
-the collection tables that already exist.
+notice. The SQL is ``common.vectors.changes``'s, which collections created later get too; this revision adds
+the trigger to the collection tables that already exist.
 
 Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-30
 """
 
+# ruff: noqa: S608 -- the SQL is built from common.vectors.changes's constants only.
+
 from alembic import op
+
+from common.vectors.changes import NOTIFY_FUNCTION, add_trigger
 
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-NOTIFY_FUNCTION = """
-CREATE OR REPLACE FUNCTION vectors.ragu_collection_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('ragu_vectors', TG_TABLE_NAME);
-    RETURN NULL;
-END
-$$
-"""
-
 # Every table of the schema shaped like a collection (id uuid, embedding, payload jsonb) gets the trigger.
-ADD_TO_EXISTING = """
+ADD_TO_EXISTING = f"""
 DO $$
 DECLARE t record;
 BEGIN
@@ -42,9 +37,7 @@ BEGIN
           AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'payload'
                       AND NOT a.attisdropped)
     LOOP
-        EXECUTE format('CREATE OR REPLACE TRIGGER ragu_collection_changed '
-                       'AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION vectors.ragu_collection_changed()', t.tab);
+        EXECUTE format('{add_trigger("%s")}', t.tab);
     END LOOP;
 END
 $$

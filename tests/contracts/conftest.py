@@ -82,15 +82,16 @@ async def pgvector_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harn
 async def resident_pgvector_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """pgvector with searches answered from in-memory copies wherever they are current (the first search of a
     collection starts its copy; no settling delay, so later searches in a test meet the copy)."""
-    from common.vectors.resident import ResidentPgVectorStore
+    from common.vectors.pgvector import PgVectorStore
+    from common.vectors.resident import ResidentVectors
 
     url: str = request.getfixturevalue("database_url")
     async with pgvector_harness(request) as plain:
         pool: Pool = request.getfixturevalue("pgvector_pool")
-        store = ResidentPgVectorStore(pool, url, max_chunks=20_000, settle_seconds=0)
-        await store.start()
+        store = ResidentVectors(PgVectorStore(pool), url, max_chunks=20_000, settle_seconds=0)
+        store.start()
         try:
-            await asyncio.wait_for(store.listening.wait(), 10)
+            await asyncio.wait_for(store.status.listening.wait(), 10)
             yield Harness(store=store, make_foreign_collection=plain.make_foreign_collection)
         finally:
             await store.close()

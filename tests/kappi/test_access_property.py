@@ -4,7 +4,7 @@ Hypothesis draws collection groups, agent assignments and user groups. Each prop
 times: with both checks, with the first check (identity groups) switched off — so the vector
 store's payload filter alone must hold — and with the payload filter switched off — so the first
 check alone must hold. Each runs on two stores: Qdrant in its local mode, and pgvector with the
-collections searched in this process's memory (``ResidentPgVectorStore``: each example waits until every
+collections searched in this process's memory (``ResidentVectors``: each example waits until every
 collection's copy is in service, and checks afterwards that the searches were answered from it). The stores
 live in a private event loop, so the property can be a plain synchronous Hypothesis test.
 
@@ -33,10 +33,10 @@ from qdrant_client import AsyncQdrantClient
 from common.db.database import Connection, Pool
 from common.embedders.base import EmbedderRegistry
 from common.vectors.base import VectorRecord, VectorStore
-from common.vectors.pgvector import open_pool
+from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
-from common.vectors.resident import ResidentPgVectorStore
+from common.vectors.resident import ResidentVectors
 from kappi.access.identities import IdentityReader
 from kappi.agent.models import Agent, AgentVersion, Assignment
 from kappi.chat.answering import Answerer, Prepared
@@ -71,32 +71,32 @@ class World:
         if self.provider == "qdrant":
             return QdrantStore(AsyncQdrantClient(location=":memory:"))
         self.pool = await open_pool(database_url, max_size=2)
-        store = ResidentPgVectorStore(self.pool, database_url, max_chunks=1000, settle_seconds=0)
-        await store.start()
-        await asyncio.wait_for(store.listening.wait(), 10)
+        store = ResidentVectors(PgVectorStore(self.pool), database_url, max_chunks=1000, settle_seconds=0)
+        store.start()
+        await asyncio.wait_for(store.status.listening.wait(), 10)
         for name in COLLECTIONS:
             await store.drop_collection(name)
         return store
 
     def in_memory(self) -> set[str]:
-        return set(self.store.resident()) if isinstance(self.store, ResidentPgVectorStore) else set()
+        return set(self.store.status.in_memory()) if isinstance(self.store, ResidentVectors) else set()
 
     def settle(self) -> None:
         """pgvector: search until every collection's copy is in service and stays so (the change notices of
         the last writes have arrived)."""
-        if isinstance(self.store, ResidentPgVectorStore):
+        if isinstance(self.store, ResidentVectors):
             self.run(self._settle(self.store))
 
-    async def _settle(self, store: ResidentPgVectorStore) -> None:
+    async def _settle(self, store: ResidentVectors) -> None:
         deadline = time.monotonic() + 20
         probe = np.ones(384, dtype=np.float32)
         while True:
             assert time.monotonic() < deadline, "collections were never copied to memory"
-            missing = [n for n in COLLECTIONS if n not in store.resident()]
+            missing = [n for n in COLLECTIONS if n not in store.status.in_memory()]
             for name in missing:
                 await store.search(name, probe, limit=1, properties=())
             await asyncio.sleep(0.05)
-            if not missing and all(n in store.resident() for n in COLLECTIONS):
+            if not missing and all(n in store.status.in_memory() for n in COLLECTIONS):
                 return
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:

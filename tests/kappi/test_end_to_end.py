@@ -19,9 +19,9 @@ from common.config import Settings
 from common.db import SingleConnectionDatabase
 from common.db.database import Pool
 from common.embedders.base import EmbedderRegistry
-from common.vectors.pgvector import open_pool
+from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.registry import VectorRegistry
-from common.vectors.resident import ResidentPgVectorStore
+from common.vectors.resident import ResidentVectors
 from kappi.app import create_app as create_kappi
 from kappi.chat import service as chat_service
 from kappi.chat.repository import ChatRepository
@@ -466,15 +466,15 @@ async def kappi_elsewhere(
     embedders: EmbedderRegistry,
     database_url: str,
     app_client: AppClient,
-) -> AsyncIterator[tuple[httpx.AsyncClient, ResidentPgVectorStore]]:
+) -> AsyncIterator[tuple[httpx.AsyncClient, ResidentVectors]]:
     """Kappi as another process runs it: its own pgvector pool, collections searched in its memory, and only
     PostgreSQL's change notices to learn of chonkit's writes."""
     pool = await open_pool(database_url, max_size=2)
-    store = ResidentPgVectorStore(pool, database_url, max_chunks=10_000, settle_seconds=0)
-    await store.start()
+    store = ResidentVectors(PgVectorStore(pool), database_url, max_chunks=10_000, settle_seconds=0)
+    store.start()
     clients = SharedClients(settings, embedders=embedders, vectors=VectorRegistry({"pgvector": store}))
     try:
-        await asyncio.wait_for(store.listening.wait(), 10)
+        await asyncio.wait_for(store.status.listening.wait(), 10)
         async with app_client(create_kappi(settings, database=db, clients=clients)) as client:
             yield client, store
     finally:
@@ -483,7 +483,7 @@ async def kappi_elsewhere(
 
 
 async def test_revocation_reaches_kappis_in_memory_copy_of_the_collection(
-    chonkit: httpx.AsyncClient, kappi_elsewhere: tuple[httpx.AsyncClient, ResidentPgVectorStore], world: World,
+    chonkit: httpx.AsyncClient, kappi_elsewhere: tuple[httpx.AsyncClient, ResidentVectors], world: World,
     settings: Settings,
 ) -> None:  # fmt: skip
     kappi, store = kappi_elsewhere
@@ -493,12 +493,12 @@ async def test_revocation_reaches_kappis_in_memory_copy_of_the_collection(
     await kappi.put(f"/admin/agents/{agent['id']}/collections", json=assign, headers=admin)
     hr = world.collections["hr"]
     deadline = time.monotonic() + 20
-    while hr["name"] not in store.resident():  # the first questions start the copies
+    while hr["name"] not in store.status.in_memory():  # the first questions start the copies
         assert time.monotonic() < deadline, "the collection was never copied to memory"
         await _ask_streaming(kappi, alice, agent["id"])
     before = await _ask_streaming(kappi, alice, agent["id"])
     assert hr["name"] in {c["collection"] for c in before[0][1]["citations"]}
-    assert hr["name"] in store.resident()  # that answer came from the copy
+    assert hr["name"] in store.status.in_memory()  # that answer came from the copy
 
     revoked = await chonkit.put(f"/collections/{hr['id']}/groups", json={"groups": ["finance"]})
     assert revoked.status_code == 200

@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -23,11 +24,11 @@ import pytest
 from common.db import migrate as migrations
 from common.db.database import Pool, init_connection
 from common.db.embedded import ensure_database, with_database
-from common.vectors import SearchFilter, VectorRecord
+from common.vectors import SearchFilter, VectorRecord, changes
 from common.vectors import resident as resident_module
 from common.vectors.base import Search
 from common.vectors.pgvector import PgVectorStore, open_pool
-from common.vectors.resident import FLAT_UP_TO, ResidentPgVectorStore
+from common.vectors.resident import FLAT_UP_TO, ResidentVectors
 from schemas.models import Identity
 
 DIM = 24
@@ -53,11 +54,11 @@ async def writer(writer_pool: Pool) -> AsyncIterator[PgVectorStore]:
 
 
 @pytest.fixture
-async def resident(database_url: str) -> AsyncIterator[ResidentPgVectorStore]:
+async def resident(database_url: str) -> AsyncIterator[ResidentVectors]:
     pool = await open_pool(database_url, max_size=3)
-    store = ResidentPgVectorStore(pool, database_url, max_chunks=50_000, settle_seconds=0)
-    await store.start()
-    await asyncio.wait_for(store.listening.wait(), 10)
+    store = ResidentVectors(PgVectorStore(pool), database_url, max_chunks=50_000, settle_seconds=0)
+    store.start()
+    await asyncio.wait_for(store.status.listening.wait(), 10)
     yield store
     await store.close()
     await pool.close()
@@ -95,18 +96,18 @@ async def collection(
     return identity, vectors
 
 
-async def until_resident(store: ResidentPgVectorStore, name: str, query: np.ndarray) -> None:
+async def until_resident(store: ResidentVectors, name: str, query: np.ndarray) -> None:
     """Search until the copy is in service (the first search starts the load)."""
     deadline = time.monotonic() + 20
-    while name not in store.resident():
+    while name not in store.status.in_memory():
         assert time.monotonic() < deadline, f"{name} was never copied"
         await store.search(name, query, limit=1, properties=())
         await asyncio.sleep(0.02)
 
 
-async def until_not_resident(store: ResidentPgVectorStore, name: str) -> float:
+async def until_not_resident(store: ResidentVectors, name: str) -> float:
     started = time.perf_counter()
-    while name in store.resident():
+    while name in store.status.in_memory():
         assert time.perf_counter() - started < 5, f"{name} stayed in memory after a write"
         await asyncio.sleep(0.001)
     return time.perf_counter() - started
@@ -119,9 +120,7 @@ def exact_ids(vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
 
 
 @pytest.mark.parametrize("count", [300, FLAT_UP_TO * 3], ids=["exhaustive", "hnsw"])
-async def test_the_copy_answers_like_postgres(
-    resident: ResidentPgVectorStore, writer: PgVectorStore, count: int
-) -> None:
+async def test_the_copy_answers_like_postgres(resident: ResidentVectors, writer: PgVectorStore, count: int) -> None:
     identity, vectors = await collection(writer, count, seed=count, groups=["staff"])
     queries = np.random.default_rng(1).standard_normal((60, DIM)).astype(np.float32)
     await until_resident(resident, identity.name, queries[0])
@@ -142,7 +141,7 @@ async def test_the_copy_answers_like_postgres(
             if hit.id in by_id:  # the same chunk: the same distance and payload as SQL
                 assert hit.distance == pytest.approx(by_id[hit.id].distance, abs=1e-5)
                 assert hit.payload == by_id[hit.id].payload
-    assert identity.name in resident.resident()  # every answer above came from the copy
+    assert identity.name in resident.status.in_memory()  # every answer above came from the copy
     if count <= FLAT_UP_TO:
         assert min(recall_ours) == 1.0  # searched exhaustively: exact
     assert np.mean(recall_ours) >= 0.97
@@ -150,7 +149,7 @@ async def test_the_copy_answers_like_postgres(
 
 
 async def test_limit_max_distance_and_properties_follow_the_sql_rules(
-    resident: ResidentPgVectorStore, writer: PgVectorStore
+    resident: ResidentVectors, writer: PgVectorStore
 ) -> None:
     identity, vectors = await collection(writer, 200, seed=3)
     query = vectors[17] + 0.01
@@ -168,9 +167,7 @@ async def test_limit_max_distance_and_properties_follow_the_sql_rules(
     assert [hits[0].payload["chunk_index"] for hits in many if isinstance(hits, list)] == [0, 1, 2, 3]
 
 
-async def test_copies_leave_the_garbage_collectors_walks(
-    resident: ResidentPgVectorStore, writer: PgVectorStore
-) -> None:
+async def test_copies_leave_the_garbage_collectors_walks(resident: ResidentVectors, writer: PgVectorStore) -> None:
     """Payloads are held so that a full collection untracks them (lists as tuples), and hits still carry
     the lists SQL returns: tens of thousands of tracked payloads made every full collection stall requests."""
     identity, vectors = await collection(writer, 300, seed=31, groups=["a", "b"])
@@ -186,7 +183,7 @@ async def test_copies_leave_the_garbage_collectors_walks(
 
 
 async def test_concurrent_searches_are_batched_and_answer_as_alone(
-    resident: ResidentPgVectorStore, writer: PgVectorStore, monkeypatch: pytest.MonkeyPatch
+    resident: ResidentVectors, writer: PgVectorStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Questions arriving together walk each HNSW index in one faiss call; every search's hits are exactly
     what it gets searched on its own."""
@@ -222,7 +219,7 @@ async def test_concurrent_searches_are_batched_and_answer_as_alone(
         ]
         assert results == alone
         assert [len(hits) for hits in alone] == [question(n)[0].limit] * 2
-    assert {big.name, small.name} <= set(resident.resident())
+    assert {big.name, small.name} <= set(resident.status.in_memory())
 
     rows_per_call.clear()
     monkeypatch.setattr(resident_module, "BUSY_WITHIN", -1.0)  # a question alone does not wait for a batch
@@ -232,7 +229,7 @@ async def test_concurrent_searches_are_batched_and_answer_as_alone(
 
 
 async def test_a_batched_search_whose_copy_is_dropped_goes_to_postgres(
-    resident: ResidentPgVectorStore, writer: PgVectorStore, monkeypatch: pytest.MonkeyPatch
+    resident: ResidentVectors, writer: PgVectorStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(resident_module, "BUSY_WITHIN", math.inf)
     identity, vectors = await collection(writer, FLAT_UP_TO * 2, seed=25)
@@ -242,12 +239,12 @@ async def test_a_batched_search_whose_copy_is_dropped_goes_to_postgres(
     await asyncio.sleep(0)  # the task queued its search; its batch runs on the next turn
     assert resident._pending is not None
     resident._changed(identity.name)  # a change notice arrives in between
-    assert identity.name not in resident.resident()
+    assert identity.name not in resident.status.in_memory()
     sql = await writer.search(identity.name, vectors[3], limit=5, properties=("chunk_index",))
     assert await queued == [sql]
 
 
-async def test_groups_filter_holds_in_memory(resident: ResidentPgVectorStore, writer: PgVectorStore) -> None:
+async def test_groups_filter_holds_in_memory(resident: ResidentVectors, writer: PgVectorStore) -> None:
     identity, vectors = await collection(writer, 150, seed=5, groups=["research"])
     await until_resident(resident, identity.name, vectors[0])
     outsider = SearchFilter(readable_by=frozenset({"sales"}))
@@ -257,11 +254,11 @@ async def test_groups_filter_holds_in_memory(resident: ResidentPgVectorStore, wr
         assert await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=outsider) == []
         assert await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=nobody) == []
         assert len(await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=member)) == 5
-    assert identity.name in resident.resident()
+    assert identity.name in resident.status.in_memory()
 
 
 async def test_mixed_groups_fall_back_to_postgres_and_never_leak(
-    resident: ResidentPgVectorStore, writer: PgVectorStore, writer_pool: Pool
+    resident: ResidentVectors, writer: PgVectorStore, writer_pool: Pool
 ) -> None:
     """Chunks with groups of their own (written by another application): candidates the filter rejects send
     the search to PostgreSQL, whose iterative scan finds the readable ones."""
@@ -281,8 +278,55 @@ async def test_mixed_groups_fall_back_to_postgres_and_never_leak(
         assert [h.id for h in ours] == [h.id for h in sql]
 
 
+async def test_a_search_the_copy_declines_reaches_postgres_once(
+    resident: ResidentVectors, writer: PgVectorStore, writer_pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy is asked once and PostgreSQL once: what the copy declines goes to the wrapped store, which
+    never hands it back to the copy. Declined two ways: before faiss (a document filter) and after it (a groups
+    filter that rejects some neighbours)."""
+    identity, vectors = await collection(writer, 400, seed=37, groups=["a"])
+    async with writer_pool.acquire() as conn:
+        await conn.execute(
+            f"UPDATE vectors.\"{identity.name}\" SET payload = jsonb_set(payload, '{{groups}}', '[\"b\"]') "
+            "WHERE (payload->>'chunk_index')::int % 2 = 0"
+        )
+    await until_resident(resident, identity.name, vectors[0])
+    plans: list[str] = []
+    statements: list[str] = []
+    plan, fetch = resident_module._Copy.plan, PgVectorStore._fetch
+
+    def counted_plan(copy: resident_module._Copy, search: Search, query: np.ndarray | None) -> object:
+        plans.append(search.name)
+        return plan(copy, search, query)
+
+    async def counted_fetch(store: PgVectorStore, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
+        statements.append("search")
+        return await fetch(store, *args, **kwargs)
+
+    monkeypatch.setattr(resident_module._Copy, "plan", counted_plan)
+    monkeypatch.setattr(PgVectorStore, "_fetch", counted_fetch)
+    declined = [
+        SearchFilter(document_ids=frozenset({"doc-1"})),
+        SearchFilter(readable_by=frozenset({"a"})),
+    ]
+    for where in declined:
+        search = Search(name=identity.name, vector=vectors[3], limit=4, properties=PROPERTIES, where=where)
+        plans.clear()
+        statements.clear()
+        [hits] = await resident.search_many([search])
+        assert (plans, statements) == ([identity.name], ["search"])
+        plans.clear()
+        statements.clear()
+        alone = await resident.search(identity.name, vectors[3], limit=4, properties=PROPERTIES, where=where)
+        assert (plans, statements) == ([identity.name], ["search"])
+        assert (
+            hits == alone == await writer.search(identity.name, vectors[3], limit=4, properties=PROPERTIES, where=where)
+        )
+    assert identity.name in resident.status.in_memory()  # the copy was there, and declined
+
+
 async def test_writes_from_another_process_take_the_copy_out_of_service(
-    resident: ResidentPgVectorStore, writer: PgVectorStore
+    resident: ResidentVectors, writer: PgVectorStore
 ) -> None:
     identity, vectors = await collection(writer, 300, seed=11, groups=["research"])
     member = SearchFilter(readable_by=frozenset({"research"}))
@@ -317,24 +361,22 @@ async def test_writes_from_another_process_take_the_copy_out_of_service(
     await until_not_resident(resident, identity.name)
 
 
-async def test_own_writes_are_seen_by_the_next_search(resident: ResidentPgVectorStore, writer: PgVectorStore) -> None:
+async def test_own_writes_are_seen_by_the_next_search(resident: ResidentVectors, writer: PgVectorStore) -> None:
     identity, vectors = await collection(writer, 100, seed=13)
     await until_resident(resident, identity.name, vectors[0])
     await resident.set_groups(identity.name, ["x"])
-    assert identity.name not in resident.resident()  # no waiting for the notice
+    assert identity.name not in resident.status.in_memory()  # no waiting for the notice
     nobody = SearchFilter(readable_by=frozenset({"y"}))
     assert await resident.search(identity.name, vectors[0], limit=3, properties=(), where=nobody) == []
 
 
-async def test_a_rename_by_anyone_is_seen_by_the_next_search(
-    resident: ResidentPgVectorStore, writer: PgVectorStore
-) -> None:
+async def test_a_rename_by_anyone_is_seen_by_the_next_search(resident: ResidentVectors, writer: PgVectorStore) -> None:
     identity, vectors = await collection(writer, 100, seed=23)
     asked = ("document_id", "document_name")  # chunk 1 belongs to doc-1
     await until_resident(resident, identity.name, vectors[1])
 
     await resident.rename_document(identity.name, "doc-1", "own.pdf")
-    assert identity.name not in resident.resident()  # no waiting for the notice
+    assert identity.name not in resident.status.in_memory()  # no waiting for the notice
     [own] = await resident.search(identity.name, vectors[1], limit=1, properties=asked)
     await until_resident(resident, identity.name, vectors[1])
     await writer.rename_document(identity.name, "doc-1", "theirs.pdf")
@@ -357,7 +399,7 @@ def faiss_not_yet_imported() -> Iterator[None]:
 
 @pytest.mark.usefixtures("faiss_not_yet_imported")
 async def test_the_first_search_in_memory_logs_no_import_errors(
-    resident: ResidentPgVectorStore, writer: PgVectorStore, caplog: pytest.LogCaptureFixture
+    resident: ResidentVectors, writer: PgVectorStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     identity, vectors = await collection(writer, 50, seed=29)
     caplog.set_level(logging.INFO)
@@ -370,7 +412,7 @@ async def test_the_first_search_in_memory_logs_no_import_errors(
 
 
 async def test_losing_the_listener_stops_memory_search_until_it_is_back(
-    resident: ResidentPgVectorStore, writer: PgVectorStore, writer_pool: Pool
+    resident: ResidentVectors, writer: PgVectorStore, writer_pool: Pool
 ) -> None:
     identity, vectors = await collection(writer, 100, seed=17, groups=["g"])
     await until_resident(resident, identity.name, vectors[0])
@@ -381,37 +423,37 @@ async def test_losing_the_listener_stops_memory_search_until_it_is_back(
         )
     assert killed >= 1
     await until_not_resident(resident, identity.name)
-    assert not resident.listening.is_set() or resident.resident() == {}
+    assert not resident.status.listening.is_set() or resident.status.in_memory() == {}
     member = SearchFilter(readable_by=frozenset({"g"}))
     assert len(await resident.search(identity.name, vectors[0], limit=3, properties=(), where=member)) == 3  # SQL
-    await asyncio.wait_for(resident.listening.wait(), 15)
+    await asyncio.wait_for(resident.status.listening.wait(), 15)
     await until_resident(resident, identity.name, vectors[0])
 
 
-async def test_what_is_not_copied(resident: ResidentPgVectorStore, writer: PgVectorStore, database_url: str) -> None:
+async def test_what_is_not_copied(resident: ResidentVectors, writer: PgVectorStore, database_url: str) -> None:
     """Past the chunk budget, or a table without the change trigger: searched in PostgreSQL, correctly."""
     identity, vectors = await collection(writer, 120, seed=19)
     pool = await open_pool(database_url, max_size=2)
-    small = ResidentPgVectorStore(pool, database_url, max_chunks=100, settle_seconds=0)
-    await small.start()
+    small = ResidentVectors(PgVectorStore(pool), database_url, max_chunks=100, settle_seconds=0)
+    small.start()
     try:
-        await asyncio.wait_for(small.listening.wait(), 10)
+        await asyncio.wait_for(small.status.listening.wait(), 10)
         for _ in range(20):
             hits = await small.search(identity.name, vectors[5], limit=1, properties=("chunk_index",))
             assert hits[0].payload["chunk_index"] == 5
             await asyncio.sleep(0.02)
-        assert small.resident() == {}
+        assert small.status.in_memory() == {}
     finally:
         await small.close()
         await pool.close()
 
-    async with writer._pool.acquire() as conn:
+    async with writer.pool.acquire() as conn:
         await conn.execute(f'DROP TRIGGER ragu_collection_changed ON vectors."{identity.name}"')
     await resident.search(identity.name, vectors[5], limit=1, properties=())
     await asyncio.sleep(0.3)
     hits = await resident.search(identity.name, vectors[5], limit=1, properties=("chunk_index",))
     assert hits[0].payload["chunk_index"] == 5
-    assert identity.name not in resident.resident()
+    assert identity.name not in resident.status.in_memory()
 
 
 def test_migration_0006_announces_writes_to_collections_made_before_it(postgres_admin_url: str) -> None:
@@ -451,30 +493,31 @@ async def test_notices_that_never_arrive_mean_nothing_is_searched_in_memory(
 ) -> None:
     """A connection pooler in transaction mode accepts LISTEN and then swallows every notice: the listener's
     probe never comes back, so nothing is copied and every search is PostgreSQL's."""
-    monkeypatch.setattr(resident_module, "PING_SECONDS", 0.2)
+    monkeypatch.setattr(changes, "PING_SECONDS", 0.2)
 
-    class Deaf(ResidentPgVectorStore):
-        def _on_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
-            """Nothing arrives, not even the probes."""
+    def deaf_to_notices(_feed: object, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        """Nothing arrives, not even the probes."""
+
+    monkeypatch.setattr(changes.ChangeFeed, "_on_notice", deaf_to_notices)
 
     identity, vectors = await collection(writer, 60, seed=23)
     pool = await open_pool(database_url, max_size=2)
-    deaf = Deaf(pool, database_url, max_chunks=1000, settle_seconds=0)
-    await deaf.start()
+    deaf = ResidentVectors(PgVectorStore(pool), database_url, max_chunks=1000, settle_seconds=0)
+    deaf.start()
     try:
         for _ in range(15):
             hits = await deaf.search(identity.name, vectors[3], limit=1, properties=("chunk_index",))
             assert hits[0].payload["chunk_index"] == 3
             await asyncio.sleep(0.05)
-        assert not deaf.listening.is_set()
-        assert deaf.resident() == {}
+        assert not deaf.status.listening.is_set()
+        assert deaf.status.in_memory() == {}
     finally:
         await deaf.close()
         await pool.close()
 
 
 async def test_a_collection_written_faster_than_it_rebuilds_stays_in_postgres(
-    resident: ResidentPgVectorStore, writer: PgVectorStore
+    resident: ResidentVectors, writer: PgVectorStore
 ) -> None:
     """Rebuilding costs the core that answers questions: after a write, a collection whose last build took
     ``b`` seconds is copied again only after ``REBUILD_FACTOR * b`` seconds without writes."""
@@ -487,6 +530,6 @@ async def test_a_collection_written_faster_than_it_rebuilds_stays_in_postgres(
         hits = await resident.search(identity.name, vectors[7], limit=1, properties=("chunk_index",))
         assert hits[0].payload["chunk_index"] == 7  # from PostgreSQL
         await asyncio.sleep(0.03)
-    assert identity.name not in resident.resident()
+    assert identity.name not in resident.status.in_memory()
     resident._build_seconds[identity.name] = 0.0  # a fast build: the quiet period is settle_seconds (0) again
     await until_resident(resident, identity.name, vectors[0])
