@@ -2,7 +2,6 @@
 
     AppError                      500  internal
     ├── InvalidInput              422  invalid_input
-    ├── BadRequest                400  bad_request
     ├── Unauthorized              401  unauthorized
     ├── Forbidden                 403  forbidden
     ├── NotFound                  404  not_found
@@ -40,11 +39,6 @@ class AppError(Exception):
 class InvalidInput(AppError):
     status = 422
     default_code = "invalid_input"
-
-
-class BadRequest(AppError):
-    status = 400
-    default_code = "bad_request"
 
 
 class Unauthorized(AppError):

@@ -115,12 +115,6 @@ class CollectionRepository:
         )
         return {str(r["document_id"]): r["chunk_count"] for r in records}
 
-    async def document_names(self, document_ids: list[str]) -> dict[str, str]:
-        records = await self.conn.fetch(
-            "SELECT id::text AS id, name FROM chonkit.documents WHERE id::text = ANY($1::text[])", document_ids
-        )
-        return {r["id"]: r["name"] for r in records}
-
     async def queue_rename(self, document_id: UUID) -> None:
         """Every collection holding the document is to rename its chunks (again, if a rename is pending)."""
         await self.conn.execute(
