@@ -54,11 +54,11 @@ def _names(value: str, option: str) -> list[str]:
 def _token(args: argparse.Namespace, settings: Settings) -> int:
     from common.auth import dev_secret, mint_dev_token
 
+    dev_secret(settings, create=False)  # a secret made here would sign tokens that no running server accepts
     groups = check_groups(_names(args.groups, "--groups"))
     roles = _names(args.roles, "--roles")
     if args.admin:
         roles.append(settings.auth_admin_role)
-    dev_secret(settings, create=False)  # a secret made here would sign tokens that no running server accepts
     token = mint_dev_token(
         settings,
         subject=args.sub,
