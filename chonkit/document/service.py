@@ -34,7 +34,7 @@ from chonkit.document.models import (
     UploadResult,
 )
 from chonkit.document.parsed import ParsedDocument
-from chonkit.document.parsing import DocumentType, ParseConfig, parse, sniff, validate_parse_config
+from chonkit.document.parsing import DocumentType, ParseConfig, parse_isolated, sniff, validate_parse_config
 from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
 from common.embedders.base import EmbedderRegistry
@@ -126,7 +126,7 @@ class DocumentService:
                 f"{name} is {len(incoming.data)} bytes; the limit is {self.max_upload_bytes}.", code="file_too_large"
             )
         doc_type = sniff(name, incoming.data)
-        parsed = await asyncio.to_thread(parse, incoming.data, doc_type, ParseConfig())
+        parsed = await parse_isolated(incoming.data, doc_type, ParseConfig())
         digest = sha256_hex(incoming.data)
         document, created = await self.repo.insert_unless_duplicate(
             id=uuid.uuid4(),
@@ -286,7 +286,7 @@ class DocumentService:
             config = (await self.get_config(document_id)).parse
         self._check_parse_config(config, document)
         data = await asyncio.to_thread(path.read_bytes)
-        return document, await asyncio.to_thread(parse, data, _doc_type(document), config)
+        return document, await parse_isolated(data, _doc_type(document), config)
 
     @staticmethod
     def _check_parse_config(config: ParseConfig, document: Document) -> None:

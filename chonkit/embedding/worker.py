@@ -33,7 +33,7 @@ from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
 from chonkit.document.chunking import ChunkResult, chunk, default_chunk_config, validate_chunk_config
 from chonkit.document.models import Document
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig, parse_isolated
 from chonkit.document.repository import DocumentRepository
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.repository import ClaimedItem, JobRepository
@@ -253,7 +253,7 @@ class EmbeddingWorker:
 
         started = time.perf_counter()
         data = await asyncio.to_thread(self.blobs.get, document.sha256)
-        parsed = await asyncio.to_thread(parse, data, DocumentType(document.doc_type), parse_config)
+        parsed = await parse_isolated(data, DocumentType(document.doc_type), parse_config)
         timings["parse_ms"] = _ms(started)
 
         await self._stage(item, lost, "chunking", timings=timings)
