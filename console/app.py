@@ -30,6 +30,7 @@ from litestar.status_codes import HTTP_200_OK
 from common.auth import DEV_TOKEN_TTL_SECONDS, mint_dev_token
 from common.config import Settings
 from common.errors import Forbidden, NotFound
+from common.groups import GroupName
 from common.http.problems import EXCEPTION_HANDLERS
 from console.oidc import CodeExchange, OidcClient, OidcSession, ProviderEndpoints, RefreshRequest, check_oidc_settings
 
@@ -42,7 +43,6 @@ CONTENT_SECURITY_POLICY: Final = (
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 )
 
-GroupName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 SignInMode = Literal["development", "oidc"]
 NO_STORE: Final = [ResponseHeader(name="Cache-Control", value="no-store")]
 

@@ -24,12 +24,16 @@ EXIT_INVALID = 1
 EXIT_USAGE = 2
 
 
+HELP = (__doc__ or "").replace("``", "")
+"""The module docstring as plain text for ``--help`` (reST's double backquotes are for the API docs only)."""
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register the ``schemas`` command on the ``ragu`` CLI; the parsed namespace's ``func`` is :func:`run`."""
     parser = subparsers.add_parser(
         "schemas",
         help="validate JSON files against the published schemas",
-        description=__doc__,
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_commands(parser)
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run ``ragu schemas`` on its own; ``argv`` excludes the program name (defaults to ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(
-        prog="ragu schemas", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="ragu schemas", description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     _add_commands(parser)
     try:
@@ -63,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _add_commands(parser: argparse.ArgumentParser) -> None:
-    commands = parser.add_subparsers(dest="schemas_command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="schemas_command", metavar="COMMAND", required=True, help="what to do")
     validate = commands.add_parser("validate", help="check JSON files against a schema")
-    validate.add_argument("schema", choices=SCHEMA_NAMES)
+    validate.add_argument("schema", choices=SCHEMA_NAMES, help="the schema to validate against")
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE", help=".json (object or array) or .jsonl")
     show = commands.add_parser("show", help="print a schema file")
-    show.add_argument("schema", choices=SCHEMA_NAMES)
+    show.add_argument("schema", choices=SCHEMA_NAMES, help="the schema to print")
     commands.add_parser("list", help="list the published schemas")
 
 

@@ -79,11 +79,16 @@ def test_token_refuses_group_names_that_could_never_match(
 
 def _ragu_commands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {"ragu": parser, **commands.choices}
+    commands = _subcommands(parser)
+    return {"ragu": parser, **commands, **{f"schemas {k}": v for k, v in _subcommands(commands["schemas"]).items()}}
 
 
-@pytest.mark.parametrize("command", sorted(set(_ragu_commands()) - {"schemas"}))
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("command", sorted(_ragu_commands()))
 def test_help_is_plain_text_and_describes_every_argument(command: str) -> None:
     parser = _ragu_commands()[command]
     undescribed = [a.dest for a in parser._actions if not a.help]
