@@ -178,10 +178,22 @@ class Api:
         created: dict[str, Any] = response.json()["results"][0]["document"]
         return created
 
+    def documents(self, files: dict[str, bytes]) -> list[dict[str, Any]]:
+        """Upload ``files`` (name: content) in one request."""
+        parts = [("files", f) for f in files.items()]
+        response = httpx.post(f"{self.base}/chonkit/documents", files=parts, headers=self.headers, timeout=120)
+        response.raise_for_status()
+        return [r["document"] for r in response.json()["results"]]
+
+    def add(self, collection: dict[str, Any], documents: list[dict[str, Any]]) -> dict[str, Any]:
+        """Start the job that adds ``documents`` to ``collection``; the job as created."""
+        body = {"document_ids": [d["id"] for d in documents]}
+        job: dict[str, Any] = self._post(f"/chonkit/collections/{collection['id']}/documents", body)["job"]
+        return job
+
     def embed(self, collection: dict[str, Any], documents: list[dict[str, Any]]) -> None:
         """Add ``documents`` to ``collection`` and wait for the job to finish."""
-        body = {"document_ids": [d["id"] for d in documents]}
-        job = self._post(f"/chonkit/collections/{collection['id']}/documents", body)["job"]
+        job = self.add(collection, documents)
         deadline = time.monotonic() + 120
         while (status := self._get(f"/chonkit/jobs/{job['id']}")["status"]) in ("queued", "running"):
             assert time.monotonic() < deadline, f"embedding job {job['id']} still {status}"

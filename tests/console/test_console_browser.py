@@ -331,9 +331,8 @@ def test_failed_embedding_is_retried_after_fixing_the_chunk_config(platform: str
 
     nav(page, "Documents")
     page.get_by_role("button", name="Preview leave-policy.md").click()
-    page.get_by_label("Parse and chunk config (JSON)").fill(
-        '{"chunk": {"strategy": "fixed", "size": 200, "overlap": 20}}'
-    )
+    expect(config).to_have_value(re.compile('"size": 1000'))  # loaded: it would overwrite what is typed first
+    config.fill('{"chunk": {"strategy": "fixed", "size": 200, "overlap": 20}}')
     page.get_by_role("button", name="Save config").click()
     expect(page.get_by_text("Saved: collections use it")).to_be_visible()
 
@@ -366,6 +365,62 @@ def test_failed_embedding_is_retried_after_fixing_the_chunk_config(platform: str
         "Remove “leave-policy.md” and its vectors from Leave_docs",
         "Delete “leave-policy.md”",
     ]
+    assert admin.close() == []
+
+
+def test_a_job_beyond_one_page_and_one_event_shows_every_count_and_row(browser: Any) -> None:
+    """150 documents: the job's first page holds 100 of them, and cancelling them all changes more items than
+    one event holds, so the counts must come from the job's totals and the rows from its pages and every event.
+    A platform without a worker keeps the job queued until the admin cancels it."""
+    from playwright.sync_api import expect
+
+    from chonkit.embedding.controller import EVENT_ITEM_BYTES
+
+    with running_platform(free_port(), RAGU_CHONKIT_INPROCESS_WORKER="false") as base:
+        setup = Api(base)
+        collection = setup.collection("Bulk_docs")
+        names = [f"bulk-{n:03}.txt" for n in range(150)]
+        job = setup.add(collection, setup.documents({name: f"Bulk document {name}.\n".encode() for name in names}))
+        assert (len(job["items"]), job["total"]) == (100, 150)
+
+        admin = Console(browser, base)
+        page = admin.page
+        admin.sign_in("bulk-admin", admin=True)
+        page.goto(f"{base}/#/collections/{collection['id']}")
+        rows = page.locator("section[aria-labelledby=job-title] tbody tr")
+        expect(page.get_by_text("0 of 150 documents finished")).to_be_visible()
+        expect(rows).to_have_count(150)
+        expect(rows.last).to_contain_text("bulk-149.txt")
+        page.get_by_role("button", name="Cancel job").click()
+        expect(page.locator("progress[data-job-status=cancelled]")).to_be_attached()
+        expect(page.get_by_text("150 of 150 documents finished")).to_be_visible()
+        expect(rows.locator(".badge.cancelled")).to_have_count(150)
+        expect(rows).to_have_count(150)
+        admin.shot("23-job-cancelled-150")
+        items = httpx.get(f"{base}/chonkit/jobs/{job['id']}?limit=1000", headers=setup.headers).json()["items"]
+        assert len(json.dumps(items, separators=(",", ":"))) > EVENT_ITEM_BYTES  # so the cancel took several events
+        assert admin.close() == []
+
+
+def test_a_skipped_document_says_why(platform: str, browser: Any) -> None:
+    """Embedding a document again with nothing changed skips it, and its row gives chonkit's reason."""
+    from playwright.sync_api import expect
+
+    from chonkit.embedding.worker import UNCHANGED
+
+    setup = Api(platform)
+    collection = setup.collection("Skip_docs")
+    setup.embed(collection, [setup.document("unchanged.md", b"# Unchanged\n\nThe same words as before.\n")])
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("skipper", admin=True)
+    page.goto(f"{platform}/#/collections/{collection['id']}")
+    page.get_by_role("checkbox", name="unchanged.md").check()
+    page.get_by_role("button", name="Embed selected documents").click()
+    expect(page.get_by_text("Job started for 1 document(s).")).to_be_visible()
+    row = page.get_by_role("row", name=re.compile("^unchanged.md"))
+    expect(row.locator(".badge")).to_have_text("skipped")
+    expect(row.get_by_role("cell", name=UNCHANGED, exact=True)).to_be_visible()
     assert admin.close() == []
 
 

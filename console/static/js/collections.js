@@ -140,7 +140,7 @@ function addDocuments(base, id, jobPanel, reloadDocuments) {
       try {
         const created = await api.post(`${base}/collections/${id}/documents`, { document_ids: ids });
         if (created.job) {
-          showOk(message, `Job started for ${created.job.items.length} document(s).`);
+          showOk(message, `Job started for ${created.job.total} document(s).`);
           followJob(base, created.job, jobPanel, reloadDocuments);
         } else {
           showOk(message, "Those documents are already queued in another job.");
@@ -154,49 +154,108 @@ function addDocuments(base, id, jobPanel, reloadDocuments) {
 }
 
 let following = null;
+const FINISHED = ["done", "skipped", "failed", "cancelled"];
+const PAGE = 1000; // items per read of the job's pages, the most chonkit gives at once
 
-/** Live progress from the job's SSE stream: one `job` event with the whole job whenever it changes. */
+/**
+ * Live progress from the job's SSE stream. Its events carry the job's counts but only the items that changed
+ * (the first none at all), so the rows are kept by document: seeded from `job`, overwritten by the job's pages
+ * read after the first event, and by every item an event brings.
+ */
 async function followJob(base, job, panel, onFinished) {
   if (following) following.abort();
   const controller = new AbortController();
   following = controller;
   window.addEventListener("hashchange", () => controller.abort(), { once: true }); // leaving the screen ends the stream
-  renderJob(base, job, panel, onFinished);
+  const view = jobView(base, panel, onFinished);
+  view.show(job, job.items);
+  // An event's item is newer than any page read before it arrived, and every later change comes as an event.
+  const changed = new Set();
+  let pages = null;
   try {
     for await (const { event, data } of api.events("GET", `${base}/jobs/${job.id}/events`, undefined, controller.signal)) {
       if (!panel.isConnected) { controller.abort(); return; }
-      if (event === "job") renderJob(base, data, panel, onFinished);
+      if (event === "error") { panel.append(errorLine(data)); return; }
+      if (event !== "job") continue;
       job = data;
+      for (const item of data.items) changed.add(item.document_id);
+      view.show(job, data.items);
+      pages ??= readPages(base, job, view, changed, controller.signal)
+        .catch((error) => { if (!controller.signal.aborted) panel.append(errorLine(error)); });
     }
+    await pages;
   } catch (error) {
     panel.append(errorLine(error));
   }
   if (!controller.signal.aborted && !["queued", "running"].includes(job.status)) await onFinished();
 }
 
-function renderJob(base, job, panel, onFinished) {
-  const finished = job.items.filter((i) => ["done", "skipped", "failed", "cancelled"].includes(i.stage)).length;
-  const failed = job.items.filter((i) => i.stage === "failed").length;
-  const running = ["queued", "running"].includes(job.status);
+/** Every item of the job as it is now, in job order; items an event has changed keep the event's state. */
+async function readPages(base, job, view, changed, signal) {
+  for (let offset = 0; offset < job.total && !signal.aborted; offset += PAGE) {
+    const page = await api.get(`${base}/jobs/${job.id}?limit=${PAGE}&offset=${offset}`);
+    view.place(page.items.filter((item) => !changed.has(item.document_id)), page.items);
+  }
+}
+
+/** The job panel: counts and actions from the latest event, one row per document updated in place. */
+function jobView(base, panel, onFinished) {
+  const rows = new Map();
+  const head = h("div", {});
+  const actions = h("div", { class: "row" });
+  const body = h("tbody", {});
+  replace(panel, head, h("table", {},
+    h("thead", {}, h("tr", {}, ["Document", "Stage", "Chunks", "Note"].map((t) => h("th", {}, t)))), body), actions);
+
+  function update(item) {
+    const row = itemRow(item);
+    const old = rows.get(item.document_id);
+    if (old) old.replaceWith(row); else body.append(row);
+    rows.set(item.document_id, row);
+  }
+
+  return {
+    show(job, items) {
+      items.forEach(update);
+      const count = (stages) => stages.reduce((sum, stage) => sum + (job.progress[stage] || 0), 0);
+      const finished = count(FINISHED);
+      const running = ["queued", "running"].includes(job.status);
+      replace(head,
+        h("h2", { id: "job-title" }, job.kind === "remove" ? "Removal job " : "Embedding job ", badge(job.status)),
+        h("label", {}, `${finished} of ${job.total} documents finished`,
+          h("progress", { max: job.total || 1, value: finished, "data-job-status": job.status })));
+      replace(actions, count(["failed"]) && !running ? retryButton(base, job, panel, onFinished) : null,
+        running && !job.cancel_requested ? cancelButton(base, job) : null);
+    },
+    /** Rows for `items`, then every row of `ordered` moved after the others, in that order. */
+    place(items, ordered) {
+      items.forEach(update);
+      for (const item of ordered) body.append(rows.get(item.document_id));
+    },
+  };
+}
+
+function itemRow(item) {
+  const note = item.error ? h("td", { class: "error" }, `${item.error} (${item.error_code})`)
+    : h("td", { class: "muted" }, item.reason || "");
+  return h("tr", { "data-document-id": item.document_id },
+    h("td", {}, item.document_name || item.document_id), h("td", {}, badge(item.stage)), h("td", {}, item.chunks ?? "–"), note);
+}
+
+function retryButton(base, job, panel, onFinished) {
   const retry = h("button", { type: "button", class: "secondary" }, "Retry failed documents");
   retry.addEventListener("click", () => busy(retry, async () => {
     try { followJob(base, await api.post(`${base}/jobs/${job.id}/retry`), panel, onFinished); } catch (error) { notice(error); }
   }));
+  return retry;
+}
+
+function cancelButton(base, job) {
   const cancel = h("button", { type: "button", class: "danger" }, "Cancel job");
   cancel.addEventListener("click", () => busy(cancel, async () => {
     try { await api.post(`${base}/jobs/${job.id}/cancel`); } catch (error) { notice(error); }
   }));
-  replace(panel,
-    h("h2", { id: "job-title" }, job.kind === "remove" ? "Removal job " : "Embedding job ", badge(job.status)),
-    h("label", {}, `${finished} of ${job.items.length} documents finished`,
-      h("progress", { max: job.items.length || 1, value: finished, "data-job-status": job.status })),
-    h("table", {},
-      h("thead", {}, h("tr", {}, ["Document", "Stage", "Chunks", "Why it failed"].map((t) => h("th", {}, t)))),
-      h("tbody", {}, job.items.map((item) => h("tr", {},
-        h("td", {}, item.document_name || item.document_id), h("td", {}, badge(item.stage)),
-        h("td", {}, item.chunks ?? "–"),
-        h("td", { class: "error" }, item.error ? `${item.error} (${item.error_code})` : ""))))),
-    h("div", { class: "row" }, failed && !running ? retry : null, running && !job.cancel_requested ? cancel : null));
+  return cancel;
 }
 
 function searchBench(base, id) {
