@@ -14,13 +14,21 @@ from chonkit.document.controller import DocumentController
 from chonkit.document.service import RegistryTokenizers
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.controller import JobController
+from chonkit.embedding.repository import JobRepository
 from chonkit.embedding.worker import EmbeddingWorker
+from common import telemetry
 from common.auth import Authenticator
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import Database
 from common.http.app import build_service_app
 from common.http.security import admin_only
+
+
+async def count_queue(db: Database) -> None:
+    """``/metrics`` reads the embedding queue from the database: right whichever processes run the workers."""
+    async with db.transaction() as conn:
+        telemetry.set_embedding_queue(await JobRepository(conn).pending_by_stage())
 
 
 def create_app(
@@ -75,6 +83,7 @@ def create_app(
         database=database,
         authenticator=authenticator,
         lifespans=[open_clients, in_process_worker],
+        before_scrape=count_queue,
         state={
             "blobs": blobs,
             "clients": clients,

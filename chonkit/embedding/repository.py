@@ -97,6 +97,14 @@ class JobRepository:
             items=[msgspec.convert(dict(i), JobItem) for i in items],
         )
 
+    async def pending_by_stage(self) -> dict[str, int]:
+        """Items of every job still waiting or in flight, by stage (the claim index answers it)."""
+        rows = await self.conn.fetch(
+            """SELECT stage, count(*) AS n FROM chonkit.job_items
+               WHERE stage IN ('queued', 'parsing', 'chunking', 'embedding', 'writing') GROUP BY stage"""
+        )
+        return {r["stage"]: r["n"] for r in rows}
+
     async def recent(self, collection_id: UUID | None, limit: int) -> list[Job]:
         rows = await self.conn.fetch(
             """SELECT id FROM chonkit.jobs WHERE $1::uuid IS NULL OR collection_id = $1

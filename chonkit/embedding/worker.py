@@ -37,6 +37,7 @@ from chonkit.document.parsing import DocumentType, ParseConfig, parse_isolated
 from chonkit.document.repository import DocumentRepository
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.repository import ClaimedItem, JobRepository
+from common import telemetry
 from common.db import Database
 from common.embedders.base import Embedder, EmbedderRegistry
 from common.errors import AppError, InvalidInput, Unavailable
@@ -125,7 +126,8 @@ class EmbeddingWorker:
         lost = asyncio.Event()
         beat = asyncio.create_task(self._beat(item, lost))
         try:
-            await self._process(item, lost)
+            with telemetry.span("chonkit.job_item", _span_attributes(item)):
+                await self._process(item, lost)
         except _Stop as stop:
             if stop.stage is not None:
                 await self._finish(item, stop.stage)
@@ -183,6 +185,7 @@ class EmbeddingWorker:
     async def _finish(self, item: ClaimedItem, stage: str, **fields: Any) -> None:
         async with self.db.transaction() as conn:
             await JobRepository(conn).set_stage(item, self.name, stage, **fields)
+        telemetry.embedding_item_finished(stage)
 
     async def _stage(self, item: ClaimedItem, lost: asyncio.Event, stage: str, **fields: Any) -> None:
         """Enter ``stage`` unless the job was cancelled or our claim lost."""
@@ -223,6 +226,7 @@ class EmbeddingWorker:
             jobs = JobRepository(conn)
             await jobs.forget_document(collection.id, item.document_id)
             await jobs.set_stage(item, self.name, "done", chunks=0)
+        telemetry.embedding_item_finished("done")
 
     async def _embed(
         self,
@@ -255,11 +259,13 @@ class EmbeddingWorker:
         data = await asyncio.to_thread(self.blobs.get, document.sha256)
         parsed = await parse_isolated(data, DocumentType(document.doc_type), parse_config)
         timings["parse_ms"] = _ms(started)
+        telemetry.embedding_stage_done("parse", started)
 
         await self._stage(item, lost, "chunking", timings=timings)
         started = time.perf_counter()
         result = await asyncio.to_thread(chunk, parsed, chunk_config, embedder, max_tokens=embedder.max_tokens)
         timings["chunk_ms"] = _ms(started)
+        telemetry.embedding_stage_done("chunk", started)
         _refuse_oversized(result, embedder)
 
         await self._stage(item, lost, "embedding", timings=timings, chunks=len(result.chunks))
@@ -271,6 +277,7 @@ class EmbeddingWorker:
             if lost.is_set():
                 raise _Stop(None)
         timings["embed_ms"] = _ms(started)
+        telemetry.embedding_stage_done("embed", started)
         tokens = sum(c.token_count for c in result.chunks)
 
         await self._stage(item, lost, "writing", timings=timings, tokens=tokens)
@@ -333,12 +340,14 @@ class EmbeddingWorker:
             )
             await jobs.record_embedded(collection.id, document.id, document.sha256, digest, len(records))
             timings["write_ms"] = _ms(started)
+            telemetry.embedding_stage_done("write", started)
             total_ms = sum(timings.values())
             await jobs.add_report(
                 item, model=collection.model, tokens=tokens, vectors=len(records), duration_ms=total_ms
             )
             if not await jobs.set_stage(item, self.name, "done", timings=timings):
                 raise _Stop(None)  # taken over meanwhile: roll back; the new owner writes the same points
+        telemetry.embedding_item_finished("done")
 
 
 def chunk_records(
@@ -390,6 +399,17 @@ def _refuse_oversized(result: ChunkResult, embedder: Embedder) -> None:
             code="chunks_too_long",
             extra={"oversized": result.oversized},
         )
+
+
+def _span_attributes(item: ClaimedItem) -> dict[str, str | int]:
+    """Ids only: a collection's name is secret to non-members and a trace store is not access-checked."""
+    return {
+        "ragu.job_id": str(item.job_id),
+        "ragu.document_id": str(item.document_id),
+        "ragu.collection_id": str(item.collection_id),
+        "ragu.job_kind": item.kind,
+        "ragu.attempt": item.attempts,
+    }
 
 
 def _content_hash(text: str) -> str:

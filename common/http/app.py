@@ -12,10 +12,12 @@ from typing import Any
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
+from common import telemetry
 from common.auth import Authenticator
 from common.config import Settings
 from common.db import Database, PoolDatabase
@@ -24,6 +26,7 @@ from common.http.docs import MountedOpenAPIDocument, SwaggerUIPage, docs_router
 from common.http.problems import EXCEPTION_HANDLERS
 from common.http.security import provide_principal
 from common.http.system import SystemController
+from common.http.telemetry import BeforeScrape, RequestMetrics, metrics_handler, tracing
 
 access_log = logging.getLogger("ragu.access")
 
@@ -90,8 +93,10 @@ def build_service_app(
     lifespans: Sequence[Lifespan] = (),
     state: dict[str, Any] | None = None,
     dependencies: dict[str, Provide] | None = None,
+    before_scrape: BeforeScrape | None = None,
 ) -> Litestar:
-    """A Ragu service. Without ``database`` the lifespan opens a pool on ``settings.database_url``."""
+    """A Ragu service. Without ``database`` the lifespan opens a pool on ``settings.database_url``;
+    ``before_scrape`` refreshes what ``/metrics`` reads from the database."""
 
     @asynccontextmanager
     async def open_database(app: Litestar) -> AsyncIterator[None]:
@@ -110,8 +115,15 @@ def build_service_app(
         finally:
             await db.close()
 
+    telemetry.configure_tracing(settings.otel_exporter)
+    plugins, middleware = tracing(service_name)
+    if settings.metrics:
+        route_handlers = [metrics_handler(before_scrape), *route_handlers]
+        middleware.insert(0, DefineMiddleware(RequestMetrics, service=service_name))
     return Litestar(
         route_handlers=[SystemController, *route_handlers],
+        plugins=plugins,
+        middleware=middleware,
         state=State(
             {
                 "service_name": service_name,

@@ -14,6 +14,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
 from common.auth import Authenticator, Principal
+from common.telemetry import span
 
 _PRINCIPAL_KEY = "ragu_principal"
 
@@ -23,7 +24,8 @@ async def _principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Princ
     if isinstance(cached, Principal):
         return cached
     authenticator: Authenticator = connection.app.state.authenticator
-    principal = await authenticator.authenticate(connection.headers.get("authorization"))
+    with span("ragu.auth"):
+        principal = await authenticator.authenticate(connection.headers.get("authorization"))
     connection.scope[_PRINCIPAL_KEY] = principal  # type: ignore[literal-required]
     return principal
 

@@ -18,6 +18,7 @@ import msgspec
 
 from common.db import Database
 from common.errors import AppError, NotFound
+from common.telemetry import LlmCall
 from kappi.agent.models import Agent, AgentVersion
 from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
@@ -67,9 +68,14 @@ class Answerer:
         yield retrieval
         provider = self.llms.get(prepared.config.llm_provider)
         request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
-        async with contextlib.aclosing(provider.stream(request)) as stream:
-            async for item in stream:
-                yield item
+        with LlmCall(prepared.config.llm_provider, prepared.config.llm_model) as call:
+            async with contextlib.aclosing(provider.stream(request)) as stream:
+                async for item in stream:
+                    if isinstance(item, Usage):
+                        call.usage(item.input_tokens, item.output_tokens)
+                    else:
+                        call.token()
+                    yield item
 
     async def query(self, prepared: Prepared) -> QueryAnswer:
         """A stateless answer (nothing stored); errors are raised as they are."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, Unavailable
+from common.telemetry import observe_retrieval, span
 from common.vectors.base import Search, SearchFilter, SearchHit
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader, IdentityStatus
@@ -120,23 +121,29 @@ class Retriever:
     async def retrieve(
         self, assignments: Sequence[Assignment], user_groups: frozenset[str], question: str
     ) -> Retrieval:
-        statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
-        searchable = SEARCHABLE if self.check_identity_groups else SEARCHABLE_UNCHECKED
-        targets = [
-            Searchable(assignment=assignment, identity=status.identity)
-            for assignment, status in zip(assignments, statuses, strict=True)
-            if status.identity is not None and decide(assignment, status, user_groups) in searchable
-        ]
+        with span("kappi.access", {"ragu.collections_assigned": len(assignments)}):
+            statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
+            searchable = SEARCHABLE if self.check_identity_groups else SEARCHABLE_UNCHECKED
+            targets = [
+                Searchable(assignment=assignment, identity=status.identity)
+                for assignment, status in zip(assignments, statuses, strict=True)
+                if status.identity is not None and decide(assignment, status, user_groups) in searchable
+            ]
         started = time.perf_counter()
-        models = {(t.identity.embeddingProvider, t.identity.model) for t in targets}
-        vectors = dict(zip(models, await _all(self.query_vectors.get(p, m, question) for p, m in models), strict=True))
+        with span("kappi.embed"):
+            models = {(t.identity.embeddingProvider, t.identity.model) for t in targets}
+            vectors = dict(
+                zip(models, await _all(self.query_vectors.get(p, m, question) for p, m in models), strict=True)
+            )
         embedded = time.perf_counter()
         where = SearchFilter(readable_by=_storable(user_groups)) if self.filter_chunks else None
         providers: dict[str, list[Searchable]] = {}
         for target in targets:
             providers.setdefault(target.assignment.vector_provider, []).append(target)
-        found = await _all(self._search(p, group, vectors, where) for p, group in providers.items())
+        with span("kappi.search", {"ragu.collections_searched": len(targets)}):
+            found = await _all(self._search(p, group, vectors, where) for p, group in providers.items())
         searched = time.perf_counter()
+        observe_retrieval(embedded - started, searched - embedded)
         reached = [hits for hits in found if hits is not None]
         if not reached and (len(found) > 0 or any(s.problem == "provider_unavailable" for s in statuses)):
             # No store could be read: an answer from no sources would read like "the documents do not say".
