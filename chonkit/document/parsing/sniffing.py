@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from chonkit.document.parsing.doctype import EXTENSIONS, DocumentType
 from chonkit.document.parsing.docx_archive import ZIP_MAGIC, check_zip_bomb, is_word_document, read_zip_directory
-from chonkit.document.parsing.textcodec import DETECTION_SAMPLE_BYTES, bom_encoding, guess_encoding, is_mostly_utf8
+from chonkit.document.parsing.textcodec import DETECTION_SAMPLE_BYTES, guess_encoding, is_mostly_utf8, unicode_encoding
 from common.errors import InvalidInput, UnsupportedMediaType
 
 PDF_MAGIC = b"%PDF-"
@@ -64,7 +64,7 @@ def type_from_filename(filename: str) -> DocumentType:
 def looks_like_text(data: bytes) -> bool:
     """Whether ``data`` decodes to text with hardly any control characters."""
     sample = data[:DETECTION_SAMPLE_BYTES]
-    encoding = bom_encoding(sample)
+    encoding = unicode_encoding(sample)
     if encoding is None:
         if b"\x00" in data or data.startswith(BINARY_MAGICS):
             return False

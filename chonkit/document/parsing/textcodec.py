@@ -25,6 +25,8 @@ _WESTERN_SINGLE_BYTE = frozenset({"cp1252", "latin_1", "iso8859_15"})
 _NEWLINES = re.compile(r"\r\n?")
 DETECTION_SAMPLE_BYTES = 64 * 1024
 """Detection decodes its input once per candidate encoding; a sample keeps big files fast and is plenty."""
+MAX_LOW_ZEROS = 0.01
+"""A zero low byte is a character such as U+0100 or U+2000; in real UTF-16 text they are rare."""
 
 
 def bom_encoding(data: bytes) -> str | None:
@@ -35,9 +37,32 @@ def bom_encoding(data: bytes) -> str | None:
     return None
 
 
+def unicode_encoding(data: bytes) -> str | None:
+    """The Unicode encoding that a byte-order mark, or for UTF-16 the zero bytes, show ``data`` to be in."""
+    return bom_encoding(data) or utf16_without_bom(data[:DETECTION_SAMPLE_BYTES])
+
+
+def utf16_without_bom(sample: bytes) -> str | None:
+    """``utf-16-le`` or ``utf-16-be`` for UTF-16 text without a byte-order mark (Windows tools write such files).
+
+    Text in Latin script is mostly ASCII, whose UTF-16 code units have a zero high byte: at least every other
+    pair of bytes has a zero on the same side, and the other side is practically never zero. Binary data has
+    zeros on both sides; UTF-8 and legacy encodings have none.
+    """
+    pairs = len(sample) // 2
+    if pairs < 2:
+        return None
+    even_zeros, odd_zeros = sample[0 : 2 * pairs : 2].count(0), sample[1 : 2 * pairs : 2].count(0)
+    if odd_zeros * 2 >= pairs and even_zeros <= pairs * MAX_LOW_ZEROS:
+        return "utf-16-le"
+    if even_zeros * 2 >= pairs and odd_zeros <= pairs * MAX_LOW_ZEROS:
+        return "utf-16-be"
+    return None
+
+
 def decode_text(data: bytes) -> str:
     """Decode ``data`` and normalise line endings to ``\\n``; never raises on bad bytes."""
-    encoding = bom_encoding(data)
+    encoding = unicode_encoding(data)
     if encoding is not None:
         text = data.decode(encoding, errors="replace")
     else:

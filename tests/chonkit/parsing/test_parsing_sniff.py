@@ -77,6 +77,7 @@ def _random_bytes(size: int) -> bytes:
         pytest.param("notes.txt", lambda s: s[DocumentType.PDF], id="pdf-named-txt"),
         pytest.param("notes.txt", lambda s: _random_bytes(4096), id="binary-garbage-named-txt"),
         pytest.param("notes.md", lambda s: b"# Title\n\x00\x01 text", id="nul-in-markdown"),
+        pytest.param("notes.txt", lambda s: bytes(b for i in range(512) for b in (i % 256, 0)), id="16-bit-binary"),
         pytest.param("page.html", lambda s: b"\x89PNG\r\n\x1a\n" + b"IHDR" * 10, id="png-named-html"),
         pytest.param("data.json", lambda s: b"\x1b[31m" * 50 + b"x", id="control-characters"),
         pytest.param(
@@ -101,6 +102,8 @@ def test_content_contradicting_the_extension_is_a_mismatch(
         "Grüße, “quoted” \u2013 5 €".encode("cp1252"),
         "Grüße aus Köln".encode("latin-1"),
         "text in UTF-16 with a BOM: ½ ü 日本".encode("utf-16"),
+        "Plain ASCII notes, as Windows tools save them\r\n".encode("utf-16-le"),
+        "Plain ASCII in big-endian UTF-16, Grüße".encode("utf-16-be"),
         "UTF-8 with a BOM".encode("utf-8-sig"),
         "mostly UTF-8 — naïve ".encode() * 5 + b"\xff broken",
     ],

@@ -15,7 +15,8 @@ def _texts(data: bytes, doc_type: DocumentType = DocumentType.TEXT, config: Pars
 
 
 @pytest.mark.parametrize(
-    "encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le-bom", "utf-16-be-bom", "utf-32", "cp1252"]
+    "encoding",
+    ["utf-8", "utf-8-sig", "utf-16", "utf-16-le-bom", "utf-16-be-bom", "utf-16-le", "utf-16-be", "utf-32", "cp1252"],
 )
 def test_text_is_decoded_from_common_encodings(encoding: str) -> None:
     if encoding.endswith("-bom"):
@@ -25,6 +26,14 @@ def test_text_is_decoded_from_common_encodings(encoding: str) -> None:
         data = FRENCH.encode(encoding)
 
     assert _texts(data) == ["Café “crème” à 5 € \u2013 naïve déjà-vu.", "Deuxième paragraphe, œuvre."]
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_ascii_utf16_without_a_bom_keeps_its_paragraphs(codec: str) -> None:
+    """Without a BOM such a file is also valid UTF-8 (with a NUL after every character), so it must be told apart."""
+    data = "First paragraph.\r\n\r\nSecond paragraph.".encode(codec)
+
+    assert _texts(data) == ["First paragraph.", "Second paragraph."]
 
 
 def test_latin1_text_is_decoded() -> None:
