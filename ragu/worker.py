@@ -11,6 +11,7 @@ import msgspec
 from chonkit.collection.reconcile import ReconcileReport, reconcile
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.worker import EmbeddingWorker
+from common import telemetry
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import PoolDatabase
@@ -24,6 +25,7 @@ def run_worker(settings: Settings) -> None:
     """Claim and process embedding work until SIGTERM/SIGINT; the current document finishes or is
     taken over by another worker after its heartbeat stops."""
     configure_logging(settings.log_level, settings.log_format)
+    telemetry.configure_tracing(settings.otel_exporter)  # job items' traces; metrics need a web process
     ensure_local_storage_free(settings)
     settings, embedded = prepare_database(settings)
     try:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -16,8 +19,9 @@ from chonkit.app import create_app as create_chonkit
 from chonkit.embedding.worker import EmbeddingWorker
 from common import telemetry
 from common.clients import SharedClients
-from common.config import Settings
+from common.config import Settings, load_settings
 from common.db import SingleConnectionDatabase
+from common.errors import InvalidInput
 from kappi.app import create_app as create_kappi
 from tests.chonkit.conftest import drain
 from tests.common.test_telemetry import seed
@@ -173,3 +177,27 @@ async def test_tracing_off_records_nothing_and_adds_no_plugin(
     assert not [p for p in app.plugins if type(p).__name__ == "OpenTelemetryPlugin"]
     with telemetry.span("kappi.access") as span:
         assert not span.is_recording()
+
+
+def test_the_console_exporter_writes_each_span_when_the_process_ends() -> None:
+    """In a process of its own: a configured exporter is the process's tracer provider from then on."""
+    script = (
+        "from common import telemetry\n"
+        "telemetry.configure_tracing('console')\n"
+        "with telemetry.span('kappi.search', {'ragu.collections_searched': 2}):\n"
+        "    pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert '"name": "kappi.search"' in done.stdout
+    assert '"service.name": "ragu"' in done.stdout
+    assert '"ragu.collections_searched": 2' in done.stdout
+
+
+def test_an_unknown_exporter_is_refused_by_name() -> None:
+    with pytest.raises(InvalidInput) as refused:
+        load_settings({"RAGU_OTEL_EXPORTER": "jaeger"})
+    assert refused.value.code == "invalid_setting"
+    assert "otel_exporter" in refused.value.detail or "RAGU_OTEL_EXPORTER" in refused.value.detail
