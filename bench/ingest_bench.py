@@ -222,7 +222,7 @@ class OursPipeline:
         with clock.stage("write"):
             records = worker_records(
                 collection_id=self.collection_id,
-                identity=self._identity().to_dict(),
+                identity=self._identity(),
                 document_id=self._document_id(file),
                 document_name=file.name,
                 document_sha256=file.sha256,

@@ -366,7 +366,7 @@ async def write_collections(url: str, documents: list[Document], vectors: npt.ND
             identity = identities[doc.collection]
             pending[doc.collection] += worker_records(
                 collection_id=uuid.UUID(identity.collection_id),
-                identity=identity.to_dict(),
+                identity=identity,
                 document_id=uuid.uuid5(NAMESPACE, doc.scifact_id),
                 document_name=f"scifact-{doc.scifact_id}.txt",
                 document_sha256=hashlib.sha256(doc.upload).hexdigest(),

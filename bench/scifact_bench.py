@@ -258,7 +258,7 @@ async def _ingest(data: Dataset, store: PgVectorStore, embedder: LocalEmbedder) 
             vectors.extend((await embedder.embed_documents([c.text for c in batch])).tolist())
         records = worker_records(
             collection_id=collection_id,
-            identity=identity.to_dict(),
+            identity=identity,
             document_id=document_id,
             document_name=f"scifact-{scifact_id}.txt",
             document_sha256=hashlib.sha256(upload).hexdigest(),

@@ -74,7 +74,9 @@ class SearchRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     document_ids: list[UUID] | None = None
 
 
-class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+class MatchedChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """One hit of the search test bench (the vector port's hits are ``common.vectors.base.SearchHit``)."""
+
     score: float
     distance: float
     document_id: str
@@ -90,7 +92,7 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SearchResponse(msgspec.Struct, frozen=True, kw_only=True):
-    hits: list[SearchHit]
+    hits: list[MatchedChunk]
     embed_ms: float
     search_ms: float
 

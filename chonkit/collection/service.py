@@ -18,8 +18,8 @@ from chonkit.collection.models import (
     CollectionDetail,
     EmbeddingModel,
     IdentityCheck,
+    MatchedChunk,
     Providers,
-    SearchHit,
     SearchRequest,
     SearchResponse,
 )
@@ -27,7 +27,7 @@ from chonkit.collection.repository import CollectionRepository
 from common.embedders.base import EmbedderRegistry
 from common.errors import Conflict, NotFound
 from common.groups import check_groups
-from common.vectors.base import SearchFilter
+from common.vectors.base import SearchFilter, read_chunk
 from common.vectors.records import checked_name
 from common.vectors.registry import VectorRegistry
 from schemas.models import Identity
@@ -173,21 +173,22 @@ class CollectionService:
         searched = time.perf_counter()
         return SearchResponse(
             hits=[
-                SearchHit(
+                MatchedChunk(
                     score=h.score,
                     distance=h.distance,
-                    document_id=h.payload.get("document_id", ""),
-                    document_name=h.payload.get("document_name"),
-                    chunk_index=h.payload.get("chunk_index"),
-                    content=h.payload.get("content", ""),
-                    page_start=h.payload.get("page_start"),
-                    page_end=h.payload.get("page_end"),
-                    heading_path=list(h.payload.get("heading_path") or []),
-                    char_start=h.payload.get("char_start"),
-                    char_end=h.payload.get("char_end"),
-                    parent_content=h.payload.get("parent_content"),
+                    document_id=found.document_id,
+                    document_name=found.document_name,
+                    chunk_index=found.chunk_index,
+                    content=found.content,
+                    page_start=found.page_start,
+                    page_end=found.page_end,
+                    heading_path=found.heading_path,
+                    char_start=found.char_start,
+                    char_end=found.char_end,
+                    parent_content=found.parent_content,
                 )
                 for h in hits
+                for found in (read_chunk(h.payload),)
             ],
             embed_ms=round((embedded - started) * 1000, 3),
             search_ms=round((searched - embedded) * 1000, 3),

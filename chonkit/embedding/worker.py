@@ -41,8 +41,9 @@ from common import telemetry
 from common.db import Database
 from common.embedders.base import Embedder, EmbedderRegistry
 from common.errors import AppError, InvalidInput, Unavailable
-from common.vectors.base import Vector, VectorRecord
+from common.vectors.base import ChunkPayload, Vector, VectorRecord
 from common.vectors.registry import VectorRegistry
+from schemas.models import Identity
 
 logger = logging.getLogger(__name__)
 
@@ -320,7 +321,7 @@ class EmbeddingWorker:
                 raise InvalidInput("The document was deleted while it was being embedded.", code="document_deleted")
             records = chunk_records(
                 collection_id=collection.id,
-                identity=identity_of(current).to_dict(),
+                identity=identity_of(current),
                 document_id=document.id,
                 document_name=name,
                 document_sha256=document.sha256,
@@ -353,7 +354,7 @@ class EmbeddingWorker:
 def chunk_records(
     *,
     collection_id: UUID,
-    identity: dict[str, Any],
+    identity: Identity,
     document_id: UUID,
     document_name: str,
     document_sha256: str,
@@ -366,23 +367,28 @@ def chunk_records(
     records = []
     for c, vector in zip(result.chunks, vectors, strict=True):
         content_hash = _content_hash(c.text)
-        payload = {
-            **identity,
-            "content": c.text,
-            "document_id": str(document_id),
-            "document_name": document_name,
-            "document_sha256": document_sha256,
-            "chunk_index": c.index,
-            "char_start": c.char_start,
-            "char_end": c.char_end,
-            "page_start": c.page_start,
-            "page_end": c.page_end,
-            "heading_path": list(c.heading_path),
-            "token_count": c.token_count,
-            "content_hash": content_hash,
-            "parent_index": c.parent_index,
-            "parent_content": None if c.parent_index is None else parents[c.parent_index].content,
-        }
+        payload = ChunkPayload(
+            collection_id=identity.collection_id,
+            name=identity.name,
+            model=identity.model,
+            vectorProvider=identity.vectorProvider,
+            embeddingProvider=identity.embeddingProvider,
+            groups=identity.groups,
+            content=c.text,
+            document_id=str(document_id),
+            document_name=document_name,
+            document_sha256=document_sha256,
+            chunk_index=c.index,
+            char_start=c.char_start,
+            char_end=c.char_end,
+            page_start=c.page_start,
+            page_end=c.page_end,
+            heading_path=list(c.heading_path),
+            token_count=c.token_count,
+            content_hash=content_hash,
+            parent_index=c.parent_index,
+            parent_content=None if c.parent_index is None else parents[c.parent_index].content,
+        )
         records.append(
             VectorRecord(id=point_id(collection_id, document_id, c.index, content_hash), vector=vector, payload=payload)
         )

@@ -7,6 +7,8 @@ from common.vectors.base import (
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
+    ChunkFields,
+    ChunkPayload,
     Search,
     SearchFilter,
     SearchHit,
@@ -14,6 +16,7 @@ from common.vectors.base import (
     VectorRecord,
     VectorStore,
     identity_vector,
+    read_chunk,
 )
 
 __all__ = [
@@ -22,6 +25,8 @@ __all__ = [
     "IDENTITY_ID",
     "IDENTITY_PROPERTIES",
     "TEXT_PROPERTIES",
+    "ChunkFields",
+    "ChunkPayload",
     "Search",
     "SearchFilter",
     "SearchHit",
@@ -29,4 +34,5 @@ __all__ = [
     "VectorRecord",
     "VectorStore",
     "identity_vector",
+    "read_chunk",
 ]

@@ -5,8 +5,9 @@ collection's :class:`~schemas.models.Identity` (validated against ``schemas/`` b
 whose vector is :func:`identity_vector` — a unit vector every provider accepts. It never appears in
 searches, counts or document listings. Every chunk record carries the identity properties too
 (``collection_id``, ``name``, ``model``, ``vectorProvider``, ``embeddingProvider``, ``groups``) plus the
-text payload (``content``, ``document_id``) plus our extras (:data:`CHUNK_EXTRAS`); queries therefore
-always name the properties they want back.
+text payload (``content``, ``document_id``) plus our extras (:data:`CHUNK_EXTRAS`): a :class:`ChunkPayload`,
+which adapters store under the same keys in each engine's format. Queries always name the properties they
+want back, and readers take them as a :class:`ChunkFields` (:func:`read_chunk`).
 
 Vendor types (qdrant_client.models, weaviate classes, asyncpg records) never cross this port.
 Distances are cosine distances (``1 - cosine similarity``, 0 = identical); scores are similarities.
@@ -30,20 +31,21 @@ IDENTITY_ID = "00000000-0000-0000-0000-000000000000"
 IDENTITY_PROPERTIES = ("collection_id", "name", "model", "vectorProvider", "embeddingProvider", "groups")
 TEXT_PROPERTIES = ("content", "document_id")
 CHUNK_EXTRAS = (
-    "chunk_index",  # int: position of the chunk in its document
-    "char_start",  # int
-    "char_end",  # int
-    "page_start",  # int | None
-    "page_end",  # int | None
-    "heading_path",  # list[str]
-    "token_count",  # int
-    "content_hash",  # str: sha256 of content, for incremental re-embedding
-    "document_sha256",  # str: which version of the document the chunk came from
-    "document_name",  # str: for citations, so kappi needs nothing but the vector store
-    "parent_index",  # int | None: parent/child chunking
-    "parent_content",  # str | None: the parent's text, so kappi reads it without chonkit's database
+    "chunk_index",
+    "char_start",
+    "char_end",
+    "page_start",
+    "page_end",
+    "heading_path",
+    "token_count",
+    "content_hash",
+    "document_sha256",
+    "document_name",
+    "parent_index",
+    "parent_content",
 )
-"""Our own payload fields beside the contract's; adapters store them as they are and may index some."""
+"""Our own payload fields beside the contract's (:class:`ChunkPayload` says what each holds); adapters store
+them as they are and may index some."""
 
 FILTERABLE = ("document_id", "groups")
 """Payload fields we filter on; adapters index them (Qdrant payload indexes, Weaviate filterable, SQL)."""
@@ -58,12 +60,71 @@ def identity_vector(dimension: int) -> list[float]:
     return [1.0] + [0.0] * (dimension - 1)
 
 
+class ChunkFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A chunk's text and where it comes from, as readers take it from a hit. A search returns only the
+    properties it asked for: the others, and any a chunk lacks, keep these defaults."""
+
+    content: str = ""
+    document_id: str = ""
+    document_name: str | None = None
+    """For citations, so kappi needs nothing but the vector store."""
+    chunk_index: int | None = None
+    """Position of the chunk in its document."""
+    char_start: int | None = None
+    char_end: int | None = None
+    page_start: int | None = None
+    page_end: int | None = None
+    heading_path: list[str] = msgspec.field(default_factory=list)
+    parent_index: int | None = None
+    """Parent/child chunking: the parent this chunk belongs to."""
+    parent_content: str | None = None
+    """The parent's text, so kappi reads it without chonkit's database."""
+
+
+class ChunkPayload(ChunkFields, frozen=True, kw_only=True):
+    """Everything a chunk record carries, as the embedding worker writes it: the collection's identity
+    properties (``groups`` left out when the collection has none, as in the identity), the text payload
+    (required, as ``schemas/text-payload.schema.json`` says) and the extras."""
+
+    collection_id: str
+    name: str
+    model: str
+    vectorProvider: str  # noqa: N815 -- the identity's wire spelling
+    embeddingProvider: str  # noqa: N815
+    groups: list[str] | msgspec.UnsetType = msgspec.UNSET
+    content: str
+    document_id: str
+    document_sha256: str
+    """Which version of the document the chunk came from."""
+    token_count: int
+    content_hash: str
+    """sha256 of ``content``, for incremental re-embedding."""
+
+
+def read_chunk(payload: dict[str, Any]) -> ChunkFields:
+    """A hit's payload, typed. A property of another type than Ragu writes (another application's chunk) reads
+    as absent, so that one odd chunk never costs a question."""
+    try:
+        return msgspec.convert(payload, ChunkFields)
+    except msgspec.ValidationError:
+        return msgspec.convert({k: v for k, v in payload.items() if _fits(k, v)}, ChunkFields)
+
+
+def _fits(key: str, value: object) -> bool:
+    try:
+        msgspec.convert({key: value}, ChunkFields)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
 class VectorRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One chunk to write. ``id`` is a UUID string chosen by the caller (deterministic: retries overwrite)."""
 
     id: str
     vector: Vector
-    payload: dict[str, Any]
+    payload: ChunkPayload | dict[str, Any]
+    """A Ragu chunk's :class:`ChunkPayload`, or any JSON object (stored as it is)."""
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):

@@ -53,6 +53,7 @@ from common.vectors.records import (
     collection_not_found,
     identity_not_found,
     is_collection_name,
+    payload_dict,
     search_each,
     valid_identity,
 )
@@ -162,7 +163,7 @@ class QdrantStore:
                 points = models.Batch(
                     ids=ids[start : start + UPSERT_BATCH],
                     vectors=[as_floats(record.vector) for record in batch],
-                    payloads=[record.payload for record in batch],
+                    payloads=[payload_dict(record.payload) for record in batch],
                 )
                 await self._client.upsert(name, points=points, wait=True)
         except _VENDOR_ERRORS as exc:

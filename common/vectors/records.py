@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from common.errors import AppError, Conflict, InvalidInput, NotFound
-from common.vectors.base import Search, SearchResult, Vector, VectorStore
+from common.vectors.base import ChunkPayload, Search, SearchResult, Vector, VectorStore
 from schemas import SchemaViolation, ecma, validate
 from schemas.models import NAME_PATTERN, Identity, parse_identity
 
@@ -77,6 +77,14 @@ def chunk_uuid(record_id: str) -> uuid.UUID:
     if parsed.int == 0:
         raise InvalidInput("the nil UUID is the identity record's id", code="identity_id_reserved")
     return parsed
+
+
+def payload_dict(payload: ChunkPayload | dict[str, Any]) -> dict[str, Any]:
+    """A record's payload as the JSON object every engine stores: a :class:`ChunkPayload` by its field names."""
+    if isinstance(payload, dict):
+        return payload
+    as_dict: dict[str, Any] = msgspec.to_builtins(payload)
+    return as_dict
 
 
 def as_floats(vector: Vector) -> list[float]:

@@ -83,6 +83,7 @@ from common.vectors.records import (
     collection_not_found,
     identity_not_found,
     is_collection_name,
+    payload_dict,
     search_each,
     valid_identity,
 )
@@ -222,7 +223,7 @@ def identity_properties(stored: Mapping[str, Any]) -> dict[str, Any]:
 def chunk_object(record: VectorRecord) -> DataObject[dict[str, Any], None]:
     """The batch object for a chunk: its own UUID, storable properties, the vector under :data:`VECTOR_NAME`."""
     return DataObject(
-        properties=stored_properties(record.payload),
+        properties=stored_properties(payload_dict(record.payload)),
         uuid=chunk_uuid(record.id),
         vector={VECTOR_NAME: as_floats(record.vector)},
     )

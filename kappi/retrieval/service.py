@@ -20,7 +20,7 @@ import numpy as np
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, Unavailable
 from common.telemetry import observe_retrieval, span
-from common.vectors.base import Search, SearchFilter, SearchHit
+from common.vectors.base import Search, SearchFilter, SearchHit, read_chunk
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader, IdentityStatus
 from kappi.access.policy import Reason, Verdict, collection_groups
@@ -29,16 +29,8 @@ from schemas.models import Identity
 
 T = TypeVar("T")
 
-PASSAGE_PROPERTIES = (
-    "content",
-    "document_id",
-    "document_name",
-    "page_start",
-    "page_end",
-    "chunk_index",
-    "parent_index",
-    "parent_content",
-)
+PASSAGE_PROPERTIES = ("content", "document_id", "document_name", "page_start", "page_end", "parent_content")
+"""What :func:`_chunk` reads (a search returns only these; every one more costs each hit)."""
 
 
 class Searchable(msgspec.Struct, frozen=True, kw_only=True):
@@ -260,18 +252,17 @@ def _explain(assignment: Assignment, status: IdentityStatus, reason: Reason, use
 
 
 def _chunk(assignment: Assignment, hit: SearchHit) -> RetrievedChunk:
-    payload = hit.payload
-    content = str(payload.get("content", ""))
+    found = read_chunk(hit.payload)
     return RetrievedChunk(
         vector_provider=assignment.vector_provider,
         collection=assignment.name,
         instruction=assignment.instruction,
-        document_id=str(payload.get("document_id", "")),
-        document_name=payload.get("document_name"),
-        page_start=payload.get("page_start"),
-        page_end=payload.get("page_end"),
-        text=content,
-        context=payload.get("parent_content") or content,
+        document_id=found.document_id,
+        document_name=found.document_name,
+        page_start=found.page_start,
+        page_end=found.page_end,
+        text=found.content,
+        context=found.parent_content or found.content,
         score=hit.score,
         distance=hit.distance,
     )

@@ -21,12 +21,14 @@ from common.vectors import (
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
+    ChunkPayload,
     Search,
     SearchFilter,
     SearchHit,
     VectorRecord,
     VectorStore,
     identity_vector,
+    read_chunk,
 )
 from schemas import load, validate
 from schemas.models import Identity, parse_identity
@@ -202,6 +204,31 @@ async def test_chunk_payloads_read_back_whole_and_valid_as_text_payloads(provide
     for hit in hits:
         TEXT_PAYLOAD_RS.validate(hit.payload)
         validate("text-payload", hit.payload)
+
+
+@pytest.mark.parametrize("groups", [["hr"], None], ids=["groups", "public"])
+async def test_a_chunk_payload_struct_is_stored_as_the_object_of_its_fields(
+    provider: Harness, groups: list[str] | None
+) -> None:
+    """The worker writes a ``ChunkPayload``: it comes back under the keys a dict of the same fields is stored
+    under (so collections written before it read the same), and a typed read gives the fields written."""
+    identity = await new_collection(provider, groups=groups)
+    typed = ChunkPayload(
+        **{**identity.to_dict(), **chunk(identity, 1, e(1)).payload, "groups": identity.groups},
+        document_name="handbook.pdf",
+    )
+    as_dict = msgspec.to_builtins(typed)
+    await provider.store.upsert(
+        identity.name,
+        [VectorRecord(id=cid(1), vector=e(1), payload=typed), VectorRecord(id=cid(2), vector=e(1), payload=as_dict)],
+    )
+
+    hits = await provider.store.search(identity.name, e(1), limit=2, properties=ALL_PROPERTIES)
+
+    assert [hit.payload for hit in hits] == [as_dict, as_dict]
+    assert ("groups" in as_dict) == (groups is not None)
+    found = read_chunk(hits[0].payload)
+    assert (found.content, found.document_name, found.heading_path) == ("chunk 1", "handbook.pdf", ["Intro", "Part 1"])
 
 
 async def test_upserting_the_same_ids_again_overwrites_without_duplicates(provider: Harness) -> None:

@@ -29,6 +29,7 @@ from common.vectors.base import (
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
+    ChunkPayload,
     SearchFilter,
     SearchHit,
     VectorRecord,
@@ -206,6 +207,23 @@ def test_chunk_objects_carry_the_named_vector_and_only_storable_properties() -> 
         uuid=uuid.UUID(int=5),
         vector={VECTOR_NAME: [0.25, 0.5]},
     )
+
+
+def test_a_chunk_payload_struct_becomes_the_properties_of_its_dict() -> None:
+    identity = make_identity(groups=["hr"])
+    typed = ChunkPayload(
+        **identity.to_dict(),
+        content="text",
+        document_id="d1",
+        document_sha256="ab" * 32,
+        token_count=1,
+        content_hash="cd" * 32,
+        chunk_index=0,
+    )
+    as_dict = VectorRecord(id=str(uuid.UUID(int=5)), vector=[1.0, 0.0], payload=msgspec.to_builtins(typed))
+
+    assert chunk_object(VectorRecord(id=as_dict.id, vector=as_dict.vector, payload=typed)) == chunk_object(as_dict)
+    assert chunk_object(as_dict).properties["groups"] == ["hr"]
 
 
 def test_the_identity_object_sits_at_the_nil_uuid() -> None:
