@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 BeforeScrape = Callable[[Database], Awaitable[None]]
 """What a service refreshes from its database before each scrape (chonkit: the embedding queue)."""
 SCRAPE_DB_SECONDS = 2.0
+MEDIA_TYPE = CONTENT_TYPE_LATEST.removesuffix("; charset=utf-8")
+"""Prometheus' text format; Litestar adds the charset to every ``text/`` type itself."""
 
 HTTP_SECONDS = Histogram(
     "ragu_http_request_duration_seconds",
@@ -79,7 +81,7 @@ def metrics_handler(before_scrape: BeforeScrape | None) -> HTTPRouteHandler:
     """``GET /metrics``: unauthenticated, like ``/health`` (Prometheus scrapes carry no token); nothing in it
     names a collection, a user or an id."""
 
-    @get("/metrics", summary="Prometheus metrics", tags=["system"], media_type=CONTENT_TYPE_LATEST, security=[])
+    @get("/metrics", summary="Prometheus metrics", tags=["system"], media_type=MEDIA_TYPE, security=[])
     async def metrics(state: State) -> Response[bytes]:
         """Request rates and latencies by route, the embedding queue and its outcomes, retrieval and LLM
         timings, LLM tokens: Prometheus' text format."""
@@ -89,7 +91,7 @@ def metrics_handler(before_scrape: BeforeScrape | None) -> HTTPRouteHandler:
                     await before_scrape(state.db)
             except (AppError, OSError, TimeoutError) as exc:  # the rest of the page is still worth serving
                 logger.warning("metrics: could not read the database: %r", exc)
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(REGISTRY), media_type=MEDIA_TYPE)
 
     return metrics
 

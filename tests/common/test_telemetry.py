@@ -112,7 +112,7 @@ def value(name: str, **labels: str) -> float:
 async def scrape(client: httpx.AsyncClient, prefix: str) -> str:
     response = await client.get(f"{prefix}/metrics")
     assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
+    assert response.headers["content-type"] == "text/plain; version=1.0.0; charset=utf-8"
     return response.text
 
 
