@@ -211,6 +211,9 @@ class Api:
         response.raise_for_status()
         assert all(r["ok"] for r in response.json()["results"]), response.json()
 
+    def deactivate(self, agent: dict[str, Any]) -> None:
+        self._post(f"/kappi/admin/agents/{agent['id']}/deactivate", {})
+
     def _get(self, path: str) -> dict[str, Any]:
         response = httpx.get(f"{self.base}{path}", headers=self.headers, timeout=30)
         response.raise_for_status()

@@ -611,6 +611,40 @@ def test_an_openai_standin_answer_shows_lists_and_links_its_markers_and_no_marku
     assert user.close() == []
 
 
+def test_a_chat_whose_agent_is_no_longer_available_is_read_but_takes_no_questions(platform: str, browser: Any) -> None:
+    """kappi names no agent its user may no longer use: the chat is listed and headed as having an agent no
+    longer available, its answers still read, and its question box is disabled and says why."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    agent = setup.agent("Retired helper")
+    headers = _bearer(platform, "frank")
+    chat = httpx.post(f"{platform}/kappi/chats", json={"agent_id": agent["id"]}, headers=headers).json()
+    asked = httpx.post(
+        f"{platform}/kappi/chats/{chat['id']}/messages", json={"content": "Who retired?"}, headers=headers, timeout=60
+    )
+    asked.raise_for_status()
+    setup.deactivate(agent)
+    listed = httpx.get(f"{platform}/kappi/chats", headers=headers).json()
+    assert [(c["agent_name"], c["agent_available"]) for c in listed] == [(None, False)]
+
+    user = Console(browser, platform)
+    page = user.page
+    user.sign_in("frank")
+    entry = page.get_by_role("link", name=re.compile("^Who retired"))
+    expect(entry.locator(".unavailable")).to_have_text("agent no longer available")
+    entry.click()
+    expect(page.get_by_role("heading", name="Who retired? agent no longer available", level=1)).to_be_visible()
+    expect(page.locator(".msg.assistant[data-status=complete]")).to_be_visible()
+    question = page.get_by_label("Your question")
+    expect(question).to_be_disabled()
+    expect(question).to_have_accessible_description(re.compile("^This chat's agent is no longer available"))
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    expect(page.get_by_text("Retired helper")).to_have_count(0)
+    user.shot("24-chat-agent-unavailable")
+    assert user.close() == []
+
+
 def test_an_answer_stopped_before_it_began_reads_as_stopped(platform: str, browser: Any) -> None:
     """A question whose client left at once keeps an empty, cancelled answer: the chat says it was stopped,
     not that nothing in the documents matched. The question goes out on a raw socket closed at once."""

@@ -1,6 +1,6 @@
 // Users: the agents you may use, your chats (rename, delete), and a chat with streamed, cited answers.
 import * as api from "./api.js";
-import { h, replace, messageArea, showError, busy, empty, pages, notice, plainWords } from "./ui.js";
+import { h, replace, messageArea, showError, busy, empty, pages, notice, plainWords, uid } from "./ui.js";
 
 export async function chatsScreen(main, services) {
   const base = services.kappi;
@@ -39,7 +39,7 @@ function history(base, chats, currentId, onRenamed = () => {}) {
 
     function show() {
       const link = h("a", { href: `#/chats/${chat.id}`, "aria-current": chat.id === currentId ? "page" : null },
-        chat.title || "(untitled)", h("br"), h("small", { class: "muted" }, chat.agent_name));
+        chat.title || "(untitled)", h("br"), agentLabel(chat));
       renameButton = h("button", { type: "button", class: "secondary", "aria-label": `Rename ${chat.title}`, onclick: edit }, "Rename");
       const remove = h("button", { type: "button", class: "danger", "aria-label": `Delete ${chat.title}` }, "Delete");
       remove.addEventListener("click", () => busy(remove, async () => {
@@ -97,7 +97,7 @@ export async function chatScreen(main, services, id) {
   const messages = h("div", { class: "messages", "aria-live": "polite" },
     detail.messages.length ? detail.messages.map((msg) => messageView(msg, sources)) : empty("Ask your first question below."));
   const title = h("h1", { id: "chat-title" });
-  const showTitle = (chat) => replace(title, chat.title || "New chat", " ", h("small", { class: "muted" }, chat.agent_name));
+  const showTitle = (chat) => replace(title, chat.title || "New chat", " ", agentLabel(chat));
   showTitle(detail.chat);
   const onRenamed = (chat) => { if (chat.id === id) showTitle(chat); };
   const chatList = h("div", {}, history(base, chats, id, onRenamed));
@@ -108,6 +108,12 @@ export async function chatScreen(main, services, id) {
   const form = h("form", { class: "stack", "aria-label": "Ask" }, h("label", {}, "Your question", input),
     h("div", { class: "row" }, submit, h("span", { class: "muted" }, "Ctrl+Enter sends")), message);
   input.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit(); });
+  if (!detail.chat.agent_available) {
+    input.disabled = submit.disabled = true;
+    message.id = uid("ask-note");
+    input.setAttribute("aria-describedby", message.id);
+    message.textContent = "This chat's agent is no longer available: you can read the chat but not ask more.";
+  }
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const content = input.value.trim();
@@ -141,6 +147,14 @@ export async function chatScreen(main, services, id) {
       replace(chatList, history(base, fresh, id, onRenamed));
     } catch (error) { notice(error); }
   }
+}
+
+// kappi names no agent the user may no longer use (deactivated, or no longer for their groups).
+const UNAVAILABLE = "agent no longer available";
+
+function agentLabel(chat) {
+  return chat.agent_available ? h("small", { class: "muted" }, chat.agent_name)
+    : h("small", { class: "muted unavailable" }, UNAVAILABLE);
 }
 
 /** One answer, streamed: `sources` first (citations, or none), then `token`s, then `done` or `error`. */
