@@ -18,8 +18,9 @@ from chonkit.app import create_app as create_chonkit
 from chonkit.embedding.worker import EmbeddingWorker
 from common.clients import SharedClients
 from common.config import Settings
-from common.db import SingleConnectionDatabase
+from common.db import Database, SingleConnectionDatabase
 from common.errors import Unavailable
+from common.http.app import build_service_app
 from common.telemetry import LlmCall
 from kappi.app import create_app as create_kappi
 from ragu.host import ServiceHost
@@ -235,3 +236,24 @@ async def test_metrics_can_be_switched_off(
     async with app_client(create_kappi(off, database=db, clients=clients)) as kappi:
         response = await kappi.get("/metrics")
     assert (response.status_code, response.json()["code"]) == (404, "route_not_found")
+
+
+async def test_metrics_still_answer_when_the_database_does_not(
+    settings: Settings, db: SingleConnectionDatabase, app_client: AppClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def database_down(_: Database) -> None:
+        raise Unavailable("the database is unavailable", code="database_unavailable")
+
+    app = build_service_app(
+        service_name="chonkit",
+        title="t",
+        description="d",
+        settings=settings,
+        route_handlers=[],
+        database=db,
+        before_scrape=database_down,
+    )
+    async with app_client(app) as client:
+        text = await scrape(client, "")
+    assert "ragu_http_request_duration_seconds" in text
+    assert "could not read the database" in caplog.text
