@@ -10,6 +10,7 @@ import functools
 import re
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
 
 from chonkit.document.parsing.blocks import BlockBuilder
@@ -19,12 +20,32 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", r
 """YAML front matter (Jekyll, Hugo, Obsidian) is metadata; CommonMark would read it as a heading."""
 _LIST_OPEN = frozenset({"bullet_list_open", "ordered_list_open"})
 _TEXT_TOKENS = frozenset({"inline", "fence", "code_block"})
+_QUOTE_MARKERS = re.compile(r"^(?:[ \t]*>)+[ \t]?", re.MULTILINE)
+MAX_NESTING = 20
+"""Container depth (a quote, or half a list level) read as structure. markdown-it follows containers by
+recursion and silently drops whatever lies deeper than its ``maxNesting``; we read that as one paragraph."""
 
 
 @functools.cache
 def _markdown() -> MarkdownIt:
     # Only block structure is needed: skipping the inline pass (emphasis, links) makes parsing ~4x faster.
-    return MarkdownIt("commonmark").enable("table").disable("inline")
+    # markdown-it's own limit stays out of reach: _flatten_beyond_nesting stops every container before it.
+    markdown = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + 2}).enable("table").disable("inline")
+    markdown.block.ruler.before("table", "flatten_beyond_nesting", _flatten_beyond_nesting)
+    return markdown
+
+
+def _flatten_beyond_nesting(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """A block rule tried first on every line: at :data:`MAX_NESTING`, the rest of the container is a paragraph."""
+    if state.level < MAX_NESTING:
+        return False
+    text = _QUOTE_MARKERS.sub("", state.getLines(start, end, state.blkIndent, False)).strip()
+    state.push("paragraph_open", "p", 1).map = [start, end]
+    inline = state.push("inline", "", 0)
+    inline.content, inline.map, inline.children = text, [start, end], []
+    state.push("paragraph_close", "p", -1)
+    state.line = end
+    return True
 
 
 def parse_markdown(data: bytes, builder: BlockBuilder) -> None:

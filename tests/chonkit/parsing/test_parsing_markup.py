@@ -62,6 +62,34 @@ def test_markdown_quotes_lists_and_indented_code() -> None:
     ]
 
 
+@pytest.mark.parametrize("depth", [19, 20, 21, 25, 200])
+def test_quotes_nested_past_markdown_its_limit_keep_their_text(depth: int) -> None:
+    """markdown-it silently drops whatever lies deeper than its nesting limit (20)."""
+    source = f"Intro.\n\n{'>' * depth} deep text\n{'> ' * depth}and more\n\nAfter.\n".encode()
+
+    doc = parse(source, DocumentType.MARKDOWN, ParseConfig())
+
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        ("paragraph", "Intro."),
+        ("paragraph", "deep text\nand more"),
+        ("paragraph", "After."),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "leaves"),
+    [
+        pytest.param(">" * 100_000 + " leaf", 1, id="hundred-thousand-quotes"),
+        pytest.param("> - " * 5_000 + "leaf", 1, id="quotes-and-lists"),
+        pytest.param("".join(">" * depth + " leaf\n" for depth in range(2_000)), 2_000, id="ever-deeper-lines"),
+    ],
+)
+def test_hostile_markdown_nesting_keeps_its_text_without_deep_recursion(source: str, leaves: int) -> None:
+    doc = parse(source.encode(), DocumentType.MARKDOWN, ParseConfig())
+
+    assert doc.text.count("leaf") == leaves
+
+
 def test_markdown_with_crlf_and_an_unclosed_fence() -> None:
     doc = parse(b"# A\r\n\r\n```\r\n# still code\r\n", DocumentType.MARKDOWN, ParseConfig())
 
