@@ -197,7 +197,7 @@ class OursPipeline:
             for file in files:
                 await self.ingest(store, file, clock)
         finally:
-            await store.close()
+            await store.aclose()
         return clock
 
     async def ingest(self, store: QdrantStore, file: PdfFile, clock: Clock) -> None:

@@ -54,5 +54,5 @@ class SharedClients:
         finally:
             self._users -= 1
             if self._users == 0 and self._owns_vectors and self._vectors is not None:
-                await self._vectors.close()
+                await self._vectors.aclose()
                 self._vectors = None

@@ -84,7 +84,7 @@ async def searched_in_memory(clients: SharedClients) -> AsyncIterator[VectorRegi
     try:
         yield clients.vectors.replacing("pgvector", resident)
     finally:
-        await resident.close()
+        await resident.aclose()
 
 
 def kappi_of(state: State) -> Kappi:

@@ -170,7 +170,7 @@ async def vectors(vector_pool: Pool) -> AsyncIterator[VectorRegistry]:
     for identity in await pgvector.list_identities():
         if identity.name not in before:
             await pgvector.drop_collection(identity.name)
-    await registry.get("qdrant").close()
+    await registry.get("qdrant").aclose()
 
 
 @pytest.fixture

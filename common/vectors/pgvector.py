@@ -423,7 +423,7 @@ class PgVectorStore:
                 chunks.append((str(row["id"]), row["embedding"].to_numpy(), row["payload"]))
         return chunks
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Nothing to release: the pool belongs to the caller."""
 
     @asynccontextmanager

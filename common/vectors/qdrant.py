@@ -294,7 +294,7 @@ class QdrantStore:
                 identities.append(identity)
         return identities
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         await self._client.close()
 
     async def _stored_identity(self, name: str) -> Identity:

@@ -36,9 +36,9 @@ class VectorRegistry:
                 extra={"available": self.providers()},
             ) from None
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         for store in self._stores.values():
-            await store.close()
+            await store.aclose()
         for close in self._closers:
             await close()
 

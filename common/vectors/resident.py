@@ -88,7 +88,7 @@ class ResidentVectors:
     in-memory copies of its collections when they are current; everything else is the store's.
 
     Args:
-        store: The store to wrap; it (and its pool) belongs to the caller and stays open after :meth:`close`.
+        store: The store to wrap; it (and its pool) belongs to the caller and stays open after :meth:`aclose`.
         url: The database URL, for the connection that listens for change notices.
         max_chunks: Most chunks held in memory over all collections (5.5 KB each measured at 384 dimensions
             with SciFact's payloads); 0 copies nothing and listens for nothing.
@@ -126,7 +126,7 @@ class ResidentVectors:
         if self._max_chunks > 0:
             self._feed.start()
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Stop listening and drop every copy; the wrapped store stays open."""
         await self._feed.aclose()
         tasks = list(self._tasks)

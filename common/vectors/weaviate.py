@@ -499,7 +499,7 @@ class WeaviateStore:
                 identities.append(identity)
         return identities
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         await self._client.close()
 
     async def _require(self, name: str) -> None:

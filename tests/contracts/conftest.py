@@ -75,7 +75,7 @@ async def pgvector_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harn
     try:
         yield Harness(store=store, make_foreign_collection=make_foreign_collection)
     finally:
-        await store.close()
+        await store.aclose()
 
 
 @asynccontextmanager
@@ -94,7 +94,7 @@ async def resident_pgvector_harness(request: pytest.FixtureRequest) -> AsyncIter
             await asyncio.wait_for(store.status.listening.wait(), 10)
             yield Harness(store=store, make_foreign_collection=plain.make_foreign_collection)
         finally:
-            await store.close()
+            await store.aclose()
 
 
 @asynccontextmanager
@@ -115,7 +115,7 @@ async def qdrant_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harnes
     try:
         yield Harness(store=store, make_foreign_collection=make_foreign_collection)
     finally:
-        await store.close()
+        await store.aclose()
 
 
 @asynccontextmanager
@@ -148,7 +148,7 @@ async def weaviate_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harn
     try:
         yield Harness(store=store, make_foreign_collection=make_foreign_collection)
     finally:
-        await store.close()
+        await store.aclose()
 
 
 PROVIDERS: dict[str, ProviderFactory] = {

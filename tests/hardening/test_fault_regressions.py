@@ -145,7 +145,7 @@ async def half_down(embedders: EmbedderRegistry) -> AsyncIterator[tuple[VectorRe
         )
     ]
     yield vectors, assignments
-    await qdrant.close()
+    await qdrant.aclose()
     await unreachable.close()
 
 

@@ -156,7 +156,7 @@ class World:
         if self.pool is not None:
             for name in COLLECTIONS:
                 self.run(self.store.drop_collection(name))
-        self.run(self.store.close())
+        self.run(self.store.aclose())
         if self.pool is not None:
             self.run(self.pool.close())
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -478,7 +478,7 @@ async def kappi_elsewhere(
         async with app_client(create_kappi(settings, database=db, clients=clients)) as client:
             yield client, store
     finally:
-        await store.close()
+        await store.aclose()
         await pool.close()
 
 

@@ -59,7 +59,7 @@ async def qdrant_down(
     unreachable = QdrantStore(AsyncQdrantClient(url="http://127.0.0.1:9", timeout=2, check_compatibility=False))
     vectors = VectorRegistry({"pgvector": clients.vectors.get("pgvector"), "qdrant": unreachable})
     yield EmbeddingWorker(db, BlobStore(settings.data_path / "documents"), clients.embedders, vectors)
-    await unreachable.close()
+    await unreachable.aclose()
 
 
 async def test_a_rename_waits_out_a_store_that_is_down(

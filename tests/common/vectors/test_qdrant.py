@@ -127,7 +127,7 @@ async def test_path_mode_keeps_everything_across_client_restarts(tmp_path: Path)
     await first.upsert(
         "Handbook", [chunk(1, [1.0, 0.0, 0.0, 0.0]), chunk(2, [0.0, 1.0, 0.0, 0.0], document_id="doc-2")]
     )
-    await first.close()
+    await first.aclose()
 
     second = QdrantStore(AsyncQdrantClient(path=str(tmp_path)))
     try:
@@ -136,7 +136,7 @@ async def test_path_mode_keeps_everything_across_client_restarts(tmp_path: Path)
         [hit] = await second.search("Handbook", [0.0, 1.0, 0.0, 0.0], limit=1, properties=["document_id"])
         assert (hit.id, hit.payload) == (chunk_id(2), {"document_id": "doc-2"})
     finally:
-        await second.close()
+        await second.aclose()
 
 
 async def test_foreign_collections_are_not_listed_and_left_untouched(
@@ -303,7 +303,7 @@ async def test_an_unreachable_server_is_unavailable(prefer_grpc: bool) -> None:
                 await call()
             assert raised.value.code == "vector_store_unavailable"
     finally:
-        await store.close()
+        await store.aclose()
 
 
 Reply = tuple[int, dict[str, Any]]
@@ -363,7 +363,7 @@ async def test_server_errors_through_a_standin_speaking_qdrant_rest(
                 await store.search("Handbook", [1.0, 0.0], limit=1, properties=["content"])
             assert getattr(raised.value, "code", None) == code
         finally:
-            await store.close()
+            await store.aclose()
 
 
 async def test_losing_a_create_race_through_a_standin_speaking_qdrant_rest_is_collection_exists() -> None:
@@ -379,4 +379,4 @@ async def test_losing_a_create_race_through_a_standin_speaking_qdrant_rest_is_co
                 await store.create_collection(make_identity(), DIM)
             assert raised.value.code == "collection_exists"
         finally:
-            await store.close()
+            await store.aclose()

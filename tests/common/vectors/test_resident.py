@@ -60,7 +60,7 @@ async def resident(database_url: str) -> AsyncIterator[ResidentVectors]:
     store.start()
     await asyncio.wait_for(store.status.listening.wait(), 10)
     yield store
-    await store.close()
+    await store.aclose()
     await pool.close()
 
 
@@ -444,7 +444,7 @@ async def test_what_is_not_copied(resident: ResidentVectors, writer: PgVectorSto
             await asyncio.sleep(0.02)
         assert small.status.in_memory() == {}
     finally:
-        await small.close()
+        await small.aclose()
         await pool.close()
 
     async with writer.pool.acquire() as conn:
@@ -512,7 +512,7 @@ async def test_notices_that_never_arrive_mean_nothing_is_searched_in_memory(
         assert not deaf.status.listening.is_set()
         assert deaf.status.in_memory() == {}
     finally:
-        await deaf.close()
+        await deaf.aclose()
         await pool.close()
 
 

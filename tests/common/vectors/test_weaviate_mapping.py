@@ -311,7 +311,7 @@ async def unconnected_store() -> AsyncIterator[WeaviateStore]:
     store decides before it asks."""
     store = WeaviateStore(weaviate.use_async_with_local(skip_init_checks=True))
     yield store
-    await store.close()
+    await store.aclose()
 
 
 async def test_the_store_refuses_bad_input_before_any_request(unconnected_store: WeaviateStore) -> None:
