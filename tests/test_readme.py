@@ -77,3 +77,8 @@ async def test_the_first_session_runs_as_written(server: tuple[RaguServer, dict[
     assert "event: done" in output  # the job's events, then the answer's
     assert "25 vacation days" in output.rsplit("event: sources", 1)[-1]
     assert '"status":"done"' in output  # the job ran to its end: every id reached the step that needed it
+
+
+def test_the_readme_stays_a_reference_under_2000_words() -> None:
+    words = len((REPO / "README.md").read_text().split())
+    assert words < 2000, f"README.md has {words} words; move detail to docs/"
