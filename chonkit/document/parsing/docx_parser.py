@@ -12,6 +12,7 @@ from docx.opc.exceptions import OpcError
 from docx.styles.style import CharacterStyle
 from docx.table import Table
 from docx.text.paragraph import Paragraph
+from lxml import etree  # type: ignore[import-untyped]  # lxml ships no type information
 
 from chonkit.document.parsing.blocks import BlockBuilder
 from chonkit.document.parsing.docx_archive import check_zip_bomb, is_word_document, read_zip_directory
@@ -23,6 +24,8 @@ _MAX_STYLE_DEPTH = 10
 # lxml's XMLSyntaxError is a SyntaxError; python-docx raises KeyError/ValueError on broken parts, and
 # AttributeError when a part's root element is not the one it expects (a [Content_Types].xml without its namespace).
 _BROKEN_DOCX = (OpcError, KeyError, ValueError, SyntaxError, AttributeError, zipfile.BadZipFile)
+_INTERNAL_ENTITIES = etree.XMLParser(resolve_entities="internal", no_network=True)
+"""Expands entities a part declares itself (libxml2 refuses exponential ones); external ones stay undefined."""
 
 
 def parse_docx(data: bytes, builder: BlockBuilder) -> None:
@@ -36,10 +39,37 @@ def parse_docx(data: bytes, builder: BlockBuilder) -> None:
         raise _corrupt("word/document.xml is missing")
     check_zip_bomb(entries)
     try:
-        document = docx.Document(io.BytesIO(data))
+        document = docx.Document(io.BytesIO(_with_entities_expanded(data, entries)))
         _add_body(document.iter_inner_content(), builder)
     except _BROKEN_DOCX as exc:
         raise _corrupt(str(exc)) from exc
+
+
+def _with_entities_expanded(data: bytes, entries: list[zipfile.ZipInfo]) -> bytes:
+    """``data`` with the entities its XML parts declare in a DOCTYPE replaced by their text.
+
+    python-docx parses with entities unresolved (a defence against XXE), and keeps a declared entity as a node
+    that ends the text of its ``w:t``: everything after the reference was lost. Word never writes a DOCTYPE;
+    some other producers do.
+    """
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        declaring = {
+            entry.filename: part
+            for entry in entries
+            if entry.filename.endswith((".xml", ".rels")) and b"<!DOCTYPE" in (part := archive.read(entry))
+        }
+        if not declaring:
+            return data
+        rebuilt = io.BytesIO()
+        with zipfile.ZipFile(rebuilt, "w") as copy:
+            for entry in entries:
+                declared = declaring.get(entry.filename)
+                copy.writestr(entry.filename, archive.read(entry) if declared is None else _expand_entities(declared))
+    return rebuilt.getvalue()
+
+
+def _expand_entities(part: bytes) -> bytes:
+    return bytes(etree.tostring(etree.fromstring(part, _INTERNAL_ENTITIES), encoding="UTF-8"))
 
 
 def _add_body(content: Iterable[Paragraph | Table], builder: BlockBuilder) -> None:

@@ -136,3 +136,59 @@ def test_broken_xml_inside_a_real_docx_is_corrupt(docx_sample: bytes) -> None:
     with pytest.raises(InvalidInput) as caught:
         parse(_zip(parts), DocumentType.DOCX, ParseConfig())
     assert caught.value.code == "document_corrupt"
+
+
+def _with_document_xml(document: docx.document.Document, doctype: bytes, **texts: bytes) -> bytes:
+    """The saved document with ``doctype`` before its root and each placeholder text replaced by raw XML."""
+    with zipfile.ZipFile(io.BytesIO(_save(document))) as original:
+        parts = {info.filename: original.read(info) for info in original.infolist()}
+    xml = parts["word/document.xml"].replace(b"<w:document", doctype + b"<w:document", 1)
+    for placeholder, raw in texts.items():
+        xml = xml.replace(placeholder.encode(), raw)
+    parts["word/document.xml"] = xml
+    return _zip(parts)
+
+
+def test_text_after_an_entity_reference_is_kept() -> None:
+    """python-docx leaves declared entities unresolved, which cut a w:t's text at the first one."""
+    document = docx.Document()
+    document.add_paragraph("FIRST")
+    document.add_table(rows=1, cols=1).cell(0, 0).text = "CELL"
+    document.add_paragraph("Plain paragraph.")
+    doctype = b'<!DOCTYPE w:document [<!ENTITY company "ACME &amp; Sons">]>'
+    data = _with_document_xml(
+        document,
+        doctype,
+        FIRST=b"Made by &company; since &#169; 1999 &#x2014; fish &amp; chips.",
+        CELL=b"&company; pays",
+    )
+
+    doc = parse(data, DocumentType.DOCX, ParseConfig())
+
+    assert [b.text for b in doc.blocks] == [
+        "Made by ACME & Sons since \u00a9 1999 \u2014 fish & chips.",
+        "ACME & Sons pays",
+        "Plain paragraph.",
+    ]
+
+
+@pytest.mark.parametrize(
+    "doctype",
+    [
+        pytest.param(b'<!DOCTYPE w:document [<!ENTITY company SYSTEM "file:///etc/hostname">]>', id="external-file"),
+        pytest.param(b'<!DOCTYPE w:document [<!ENTITY company SYSTEM "http://127.0.0.1:9/x">]>', id="external-url"),
+        pytest.param(
+            b'<!DOCTYPE w:document [<!ENTITY a "aaaaaaaaaa">'
+            + b"".join(b'<!ENTITY %c "%s">' % (98 + i, b"&%c;" % (97 + i) * 10) for i in range(9))
+            + b'<!ENTITY company "&j;">]>',
+            id="billion-laughs",
+        ),
+    ],
+)
+def test_external_and_exponential_entities_are_refused(doctype: bytes) -> None:
+    document = docx.Document()
+    document.add_paragraph("FIRST")
+
+    with pytest.raises(InvalidInput) as caught:
+        parse(_with_document_xml(document, doctype, FIRST=b"Made by &company;."), DocumentType.DOCX, ParseConfig())
+    assert caught.value.code == "document_corrupt"
