@@ -180,7 +180,7 @@ def _usable(files: list[tuple[str, bytes, int]], contenders: dict[str, Extractor
         try:
             for extract in contenders.values():
                 extract(data)
-        except Exception as exc:  # ours raises AppError, pypdf many types; the file is simply left out
+        except Exception as exc:  # noqa: BLE001 -- ours raises AppError, pypdf many types; the file is left out
             print(f"skipping {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         usable.append((name, data, page_count))

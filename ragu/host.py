@@ -65,7 +65,7 @@ class ServiceHost:
             try:
                 for app in [*self.mounts.values(), *([self.fallback] if self.fallback else [])]:
                     await stack.enter_async_context(app.lifespan())
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the ASGI lifespan protocol reports any start-up failure
                 await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
                 return
             await send({"type": "lifespan.startup.complete"})

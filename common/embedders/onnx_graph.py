@@ -70,29 +70,15 @@ def fuse_gelu(model: onnx.ModelProto) -> int:
     for node in graph.node:
         for name in node.input:
             consumers[name].append(node)
-
-    def chain(start: onnx.NodeProto) -> list[onnx.NodeProto] | None:
-        nodes = [start]
-        for op_type, scalar in GELU_CHAIN:
-            users = consumers[nodes[-1].output[0]]
-            if len(users) != 1 or users[0].op_type != op_type:
-                return None
-            others = [name for name in users[0].input if name != nodes[-1].output[0]]
-            if scalar is not None and not (len(others) == 1 and math.isclose(scalars.get(others[0], 0), scalar)):
-                return None
-            nodes.append(users[0])
-        return nodes
-
     fused = 0
     for divide in [node for node in graph.node if node.op_type == "Div"]:
-        x = divide.input[0]
-        if not math.isclose(scalars.get(divide.input[1], 0), math.sqrt(2), rel_tol=1e-6):
-            continue
-        nodes = chain(divide)
-        if nodes is None or x not in nodes[-1].input:
+        nodes = _gelu_chain(divide, scalars, consumers)
+        if nodes is None:
             continue
         *intermediate, times_x = nodes
-        gelu = helper.make_node("Gelu", [x], list(times_x.output), name=f"{times_x.name}_gelu", domain=MS_DOMAIN)
+        gelu = helper.make_node(
+            "Gelu", [divide.input[0]], list(times_x.output), name=f"{times_x.name}_gelu", domain=MS_DOMAIN
+        )
         times_x.CopyFrom(gelu)
         for node in intermediate:
             graph.node.remove(node)
@@ -104,6 +90,24 @@ def fuse_gelu(model: onnx.ModelProto) -> int:
         if all(opset.domain != MS_DOMAIN for opset in model.opset_import):
             model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     return fused
+
+
+def _gelu_chain(
+    divide: onnx.NodeProto, scalars: dict[str, float], consumers: dict[str, list[onnx.NodeProto]]
+) -> list[onnx.NodeProto] | None:
+    """``Div(x, sqrt 2)`` and the nodes of :data:`GELU_CHAIN` after it, when they form a GELU of ``x``."""
+    if not math.isclose(scalars.get(divide.input[1], 0), math.sqrt(2), rel_tol=1e-6):
+        return None
+    nodes = [divide]
+    for op_type, scalar in GELU_CHAIN:
+        users = consumers[nodes[-1].output[0]]
+        if len(users) != 1 or users[0].op_type != op_type:
+            return None
+        others = [name for name in users[0].input if name != nodes[-1].output[0]]
+        if scalar is not None and not (len(others) == 1 and math.isclose(scalars.get(others[0], 0), scalar)):
+            return None
+        nodes.append(users[0])
+    return nodes if divide.input[0] in nodes[-1].input else None
 
 
 @dataclass(frozen=True, slots=True)
