@@ -835,11 +835,16 @@ class Load:
         if job is None:
             self.rec.error("embed_job", "not_queued", response.text)
             return False
-        final = await self._follow_job(job["id"], admin.headers)
+        return await self.follow_embedding(job["id"], len(ids), admin.headers)
+
+    async def follow_embedding(self, job_id: str, documents: int, headers: dict[str, str]) -> bool:
+        """Follow an embedding job to its end: each of its ``documents`` embedded or skipped, counted from the
+        last event's ``progress`` (its items are only those that changed last, and none in a first event)."""
+        final = await self._follow_job(job_id, headers)
         if final is None:
             return False
-        stages = Counter(item["stage"] for item in final["items"])
-        if final["status"] != "done" or set(stages) - {"done", "skipped"} or sum(stages.values()) != len(ids):
+        stages = Counter(final["progress"])
+        if final["status"] != "done" or set(stages) - {"done", "skipped"} or final["total"] != documents:
             self.rec.error("embed_job", f"job_{final['status']}", json.dumps(final)[:500])
             return False
         self.rec.checks["documents_embedded"] += stages["done"]

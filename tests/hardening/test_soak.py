@@ -6,6 +6,7 @@ only the clock, so a defect that shows up in the first minute of sustained concu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 from bench.soak import (
+    CHONKIT,
     COLLECTIONS,
     OPERATIONS,
     CollectionInfo,
@@ -190,3 +192,27 @@ def test_a_question_whose_client_leaves_before_the_stream_begins_gets_a_cancelle
             time.sleep(0.1)
     assert [(m["role"], m["status"]) for m in messages] == [("user", "complete"), ("assistant", "cancelled")]
     assert messages[1]["error_code"] == "client_disconnected"
+
+
+async def test_the_soak_counts_an_embedding_from_the_events_progress_not_its_items(server: RaguServer) -> None:
+    """A job's events carry only the items that changed, and the first one none: followed once it has finished,
+    the stream is that one event, and the soak counted no documents in it. It counts ``progress`` now."""
+    headers = server.headers("soak-follower", admin=True)
+    files = [
+        (f"followed-{n}.md", f"# Followed {n}\n\nDocument {n} of a job followed late.\n".encode()) for n in range(3)
+    ]
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
+        body = {"name": "Soak_followed", "vector_provider": "pgvector"}
+        collection = (await client.post(f"{CHONKIT}/collections", json=body, headers=headers)).json()
+        uploaded = await client.post(f"{CHONKIT}/documents", files=[("files", f) for f in files], headers=headers)
+        ids = [r["document"]["id"] for r in uploaded.json()["results"]]
+        url = f"{CHONKIT}/collections/{collection['id']}/documents"
+        job = (await client.post(url, json={"document_ids": ids}, headers=headers)).json()["job"]
+        deadline = time.monotonic() + 120
+        while (await client.get(f"{CHONKIT}/jobs/{job['id']}", headers=headers)).json()["status"] != "done":
+            assert time.monotonic() < deadline, f"job {job['id']} did not finish"
+            await asyncio.sleep(0.2)
+        load = Load(client, World({}), Recorder())
+        assert await load.follow_embedding(job["id"], len(ids), headers), load.rec.error_samples
+    assert load.rec.checks["documents_embedded"] == 3
+    assert load.rec.checks["job_events_parsed"] == 1
