@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import InvalidInput
+from common.registry import Registry
 
 Vectors = npt.NDArray[np.float32]
 """float32 array: ``(n, dimension)`` for a batch, ``(dimension,)`` for one query; rows are L2-normalised."""
@@ -123,15 +124,11 @@ class EmbedderRegistry:
     """
 
     def __init__(self, providers: Iterable[EmbedderProvider]) -> None:
-        self._providers: dict[str, EmbedderProvider] = {}
-        for provider in providers:
-            if provider.name in self._providers:
-                raise ValueError(f"embedding provider {provider.name!r} registered twice")
-            self._providers[provider.name] = provider
+        self._providers = Registry.of_named(providers, kind="embedding provider", code="unknown_embedding_provider")
         self._instances: dict[tuple[str, str], Embedder] = {}
 
     def providers(self) -> list[str]:
-        return sorted(self._providers)
+        return self._providers.names()
 
     def models(self, provider: str) -> list[EmbedderSpec]:
         return list(self._provider(provider).specs)
@@ -162,11 +159,4 @@ class EmbedderRegistry:
             await embedder.aclose()
 
     def _provider(self, name: str) -> EmbedderProvider:
-        if (provider := self._providers.get(name)) is None:
-            valid = self.providers()
-            raise InvalidInput(
-                f"unknown embedding provider {name!r}; valid providers: {', '.join(valid)}",
-                code="unknown_embedding_provider",
-                extra={"provider": name, "valid_providers": valid},
-            )
-        return provider
+        return self._providers.get(name)

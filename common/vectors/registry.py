@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from common.config import Settings
-from common.errors import InvalidInput
+from common.registry import Registry
 from common.vectors.base import VectorStore
 
 
@@ -15,29 +15,22 @@ class VectorRegistry:
     def __init__(
         self, stores: Mapping[str, VectorStore], *, closers: Sequence[Callable[[], Awaitable[None]]] = ()
     ) -> None:
-        self._stores = dict(stores)
+        self._stores = Registry(stores, kind="vector provider", code="unknown_vector_provider")
         self._closers = list(closers)
 
     def providers(self) -> list[str]:
-        return sorted(self._stores)
+        return self._stores.names()
 
     def replacing(self, provider: str, store: VectorStore) -> VectorRegistry:
         """The same stores with ``provider``'s served by ``store`` (a wrapper around it, say); closing stays
         with this registry."""
-        return VectorRegistry({**self._stores, provider: store})
+        return VectorRegistry({**{name: self._stores.get(name) for name in self.providers()}, provider: store})
 
     def get(self, provider: str) -> VectorStore:
-        try:
-            return self._stores[provider]
-        except KeyError:
-            raise InvalidInput(
-                f"Unknown vector provider {provider!r}; available: {', '.join(self.providers())}.",
-                code="unknown_vector_provider",
-                extra={"available": self.providers()},
-            ) from None
+        return self._stores.get(provider)
 
     async def aclose(self) -> None:
-        for store in self._stores.values():
+        for store in self._stores:
             await store.aclose()
         for close in self._closers:
             await close()

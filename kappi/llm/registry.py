@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from common.errors import InvalidInput
+from common.registry import Registry
 from kappi.llm.base import LlmProvider
 from kappi.llm.cohere_chat import COHERE_CHAT_MODELS, CohereChatProvider
 from kappi.llm.extractive import ExtractiveProvider
@@ -15,14 +16,10 @@ class LlmRegistry:
     """Looks providers up by name and validates model names; owns the providers and closes them."""
 
     def __init__(self, providers: Iterable[LlmProvider]) -> None:
-        self._providers: dict[str, LlmProvider] = {}
-        for provider in providers:
-            if provider.name in self._providers:
-                raise ValueError(f"LLM provider {provider.name!r} registered twice")
-            self._providers[provider.name] = provider
+        self._providers = Registry.of_named(providers, kind="LLM provider", code="unknown_llm_provider")
 
     def providers(self) -> list[str]:
-        return sorted(self._providers)
+        return self._providers.names()
 
     def get(self, provider: str) -> LlmProvider:
         """The provider called ``provider``.
@@ -30,14 +27,7 @@ class LlmRegistry:
         Raises:
             InvalidInput: ``unknown_llm_provider``, listing the valid names.
         """
-        if (found := self._providers.get(provider)) is None:
-            valid = self.providers()
-            raise InvalidInput(
-                f"unknown LLM provider {provider!r}; valid providers: {', '.join(valid)}",
-                code="unknown_llm_provider",
-                extra={"provider": provider, "valid_providers": valid},
-            )
-        return found
+        return self._providers.get(provider)
 
     def check_model(self, provider: str, model: str) -> None:
         """Refuse a model the provider does not offer (check it when an agent is saved, not per message).
@@ -57,7 +47,7 @@ class LlmRegistry:
             )
 
     async def aclose(self) -> None:
-        for provider in self._providers.values():
+        for provider in self._providers:
             await provider.aclose()
 
 

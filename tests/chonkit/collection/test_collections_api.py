@@ -137,7 +137,7 @@ async def test_the_longest_valid_name_is_valid_in_every_store(chonkit: httpx.Asy
 
 async def test_unknown_provider_error_lists_the_valid_ones(chonkit: httpx.AsyncClient) -> None:
     body = (await chonkit.post("/collections", json={"name": "Ok", "vector_provider": "milvus"})).json()
-    assert set(body["available"]) >= {"pgvector", "qdrant"}
+    assert set(body["valid_providers"]) >= {"pgvector", "qdrant"}
     assert "pgvector" in body["detail"]
 
 
