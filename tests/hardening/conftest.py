@@ -26,8 +26,10 @@ __all__ = ["World", "assert_no_leak", "chonkit", "kappi", "world"]
 
 SECRET_PHRASE = "The executive bonus pool is seven million crowns"
 QUESTION = "How large is the executive bonus pool and how many vacation days are there?"
-PUBLIC_PATHS = frozenset({"/health", "/ready", "/schemas", "/schemas/{name:str}"})
-"""Routes every service serves without a token (plus the OpenAPI documents under ``/docs``)."""
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/metrics", "/schemas", "/schemas/{name:str}"})
+"""Routes every service serves without a token (plus the OpenAPI documents under ``/docs``). ``/metrics`` is
+for Prometheus; it names routes by template and holds no ids or collection names
+(``tests/common/test_telemetry.py``, and :func:`assert_no_leak` on it below)."""
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def _named_requests(world: World) -> list[tuple[str, str, str, Any, int]]:
         ("collection id as a chat to ask", "POST", f"/chats/{collection_id}/messages", {"content": "x"}, 404),
         ("collection id as an agent to query", "POST", f"/agents/{collection_id}/query", {"content": "x"}, 404),
         ("document id as an agent", "GET", f"/agents/{doc_id}", None, 404),
-        ("name as a path segment", "GET", f"/agents/{name}", None, 404),
+        ("name as a path segment", "GET", f"/agents/{name}", None, 400),  # invalid_id: a name is never an id
         (
             "assign it with a user token",
             "PUT",
@@ -279,6 +279,23 @@ async def test_every_non_public_route_is_401_without_a_token(
     for method, template in routes:
         result = await _probe(client, method, fill_path(template, _path_values(world)), {"Authorization": ""}, world)
         assert result == (401, "missing_token"), (method, template, result)
+
+
+async def test_the_public_metrics_name_nothing_restricted(
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    """``/metrics`` needs no token: after questions to the restricted collection and a search of it, neither
+    service's metrics hold any of its names or ids."""
+    alice = as_user(settings, "alice", "hr")
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    asked = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)
+    assert world.restricted["name"] in asked.text  # the restricted collection was searched and cited
+    await chonkit.post(f"/collections/{world.restricted['id']}/search", json={"query": QUESTION})
+    for client in (chonkit, kappi):
+        response = await client.get("/metrics", headers={"Authorization": ""})
+        assert response.status_code == 200
+        assert "ragu_" in response.text
+        assert_no_leak(world, response)
 
 
 def test_every_non_public_kappi_route_resolves_to_an_authentication_check(settings: Settings) -> None:
