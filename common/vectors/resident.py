@@ -311,7 +311,7 @@ class ResidentVectors:
         except (AppError, asyncpg.PostgresError, OSError) as exc:
             _log.info("collection %s not copied to memory: %s", name, exc)
             self._changed_at[name] = asyncio.get_running_loop().time()  # wait before trying again
-        except Exception:  # a bug here must never cost a search: PostgreSQL keeps answering
+        except Exception:  # noqa: BLE001 -- a bug here must never cost a search: PostgreSQL keeps answering
             _log.exception("collection %s not copied to memory", name)
             self._refused[name] = self._generation.get(name, 0)
         finally:
@@ -505,7 +505,7 @@ class _Batch:
                 for *_, answer in queued:
                     if not answer.done():
                         answer.set_result(None)
-            except Exception as exc:  # never leave a question waiting on a failed batch
+            except Exception as exc:  # noqa: BLE001 -- never leave a question waiting on a failed batch
                 for *_, answer in queued:
                     if not answer.done():
                         answer.set_exception(exc)

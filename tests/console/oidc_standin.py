@@ -223,112 +223,117 @@ class StandinIdp:
         }
 
 
+class _IdpHandler(BaseHTTPRequestHandler):
+    """The provider's endpoints; :func:`_handler` binds a subclass to one :class:`StandinIdp`."""
+
+    idp: StandinIdp
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        query = _single(parse_qs(parts.query))
+        if parts.path == "/.well-known/openid-configuration":
+            self._json(200, self.idp.discovery())
+        elif parts.path == "/jwks":
+            self._json(200, self.idp.jwks())
+        elif parts.path == "/authorize":
+            self._authorize_page(query)
+        elif parts.path == "/logout":
+            self._logout(query)
+        else:
+            self._json(404, {"error": "not_found"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        form = _single(parse_qs(self.rfile.read(length).decode()))
+        path = urlsplit(self.path).path
+        if path == "/token":
+            status, body = self.idp.token(form)
+            self._json(status, body)
+        elif path == "/authorize":
+            self._authorize_decision(form)
+        else:
+            self._json(404, {"error": "not_found"})
+
+    def _authorize_page(self, query: dict[str, str]) -> None:
+        if problem := self.idp.authorize_problem(query):
+            self._html(400, f"<h1>Sign-in error</h1><p>{html.escape(problem)}</p>")
+            return
+        if error := self.idp.authorize_error(query):
+            self._redirect_error(query, *error)
+            return
+        hidden = "".join(
+            f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in query.items()
+        )
+        options = "".join(
+            f'<option value="{html.escape(u.subject)}">{html.escape(u.name)}</option>' for u in self.idp.users.values()
+        )
+        self._html(
+            200,
+            "<h1>Stand-in identity provider</h1>"
+            f'<form method="post" action="/authorize">{hidden}'
+            f'<label>Account <select name="username">{options}</select></label>'
+            '<button name="decision" value="allow">Continue</button>'
+            '<button name="decision" value="deny">Cancel</button></form>',
+        )
+
+    def _authorize_decision(self, form: dict[str, str]) -> None:
+        if problem := self.idp.authorize_problem(form):
+            self._html(400, f"<h1>Sign-in error</h1><p>{html.escape(problem)}</p>")
+            return
+        if error := self.idp.authorize_error(form):
+            self._redirect_error(form, *error)
+            return
+        user = self.idp.users.get(form.get("username", ""))
+        if form.get("decision") != "allow" or user is None:
+            self._redirect_error(form, "access_denied", "The user cancelled the sign-in.")
+            return
+        code = self.idp.issue_code(form, user)
+        self._redirect(form["redirect_uri"], {"code": code, "state": form.get("state", ""), "iss": self.idp.issuer})
+
+    def _logout(self, query: dict[str, str]) -> None:
+        self.idp.logouts.append(query)
+        target = query.get("post_logout_redirect_uri")
+        if target in self.idp.redirect_uris:
+            self._redirect(target, {"state": query["state"]} if "state" in query else {})
+        else:
+            self._html(200, "<h1>Signed out</h1>")
+
+    def _redirect_error(self, query: dict[str, str], error: str, description: str) -> None:
+        params = {"error": error, "error_description": description, "iss": self.idp.issuer}
+        if "state" in query:
+            params["state"] = query["state"]
+        self._redirect(query["redirect_uri"], params)
+
+    def _redirect(self, target: str, params: dict[str, str]) -> None:
+        separator = "&" if "?" in target else "?"
+        self.send_response(302)
+        self.send_header("Location", f"{target}{separator}{urlencode(params)}" if params else target)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _json(self, status: int, body: dict[str, Any]) -> None:
+        self._send(status, "application/json", json.dumps(body).encode(), no_store=True)
+
+    def _html(self, status: int, body: str) -> None:
+        head = '<title>Stand-in IdP</title><link rel="icon" href="data:,">'
+        page = f'<!doctype html><html lang="en"><head>{head}</head><body>{body}</body></html>'
+        self._send(status, "text/html; charset=utf-8", page.encode())
+
+    def _send(self, status: int, content_type: str, data: bytes, *, no_store: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        if no_store:
+            self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+
 def _handler(idp: StandinIdp) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            parts = urlsplit(self.path)
-            query = _single(parse_qs(parts.query))
-            if parts.path == "/.well-known/openid-configuration":
-                self._json(200, idp.discovery())
-            elif parts.path == "/jwks":
-                self._json(200, idp.jwks())
-            elif parts.path == "/authorize":
-                self._authorize_page(query)
-            elif parts.path == "/logout":
-                self._logout(query)
-            else:
-                self._json(404, {"error": "not_found"})
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            form = _single(parse_qs(self.rfile.read(length).decode()))
-            path = urlsplit(self.path).path
-            if path == "/token":
-                status, body = idp.token(form)
-                self._json(status, body)
-            elif path == "/authorize":
-                self._authorize_decision(form)
-            else:
-                self._json(404, {"error": "not_found"})
-
-        def _authorize_page(self, query: dict[str, str]) -> None:
-            if problem := idp.authorize_problem(query):
-                self._html(400, f"<h1>Sign-in error</h1><p>{html.escape(problem)}</p>")
-                return
-            if error := idp.authorize_error(query):
-                self._redirect_error(query, *error)
-                return
-            hidden = "".join(
-                f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in query.items()
-            )
-            options = "".join(
-                f'<option value="{html.escape(u.subject)}">{html.escape(u.name)}</option>' for u in idp.users.values()
-            )
-            self._html(
-                200,
-                "<h1>Stand-in identity provider</h1>"
-                f'<form method="post" action="/authorize">{hidden}'
-                f'<label>Account <select name="username">{options}</select></label>'
-                '<button name="decision" value="allow">Continue</button>'
-                '<button name="decision" value="deny">Cancel</button></form>',
-            )
-
-        def _authorize_decision(self, form: dict[str, str]) -> None:
-            if problem := idp.authorize_problem(form):
-                self._html(400, f"<h1>Sign-in error</h1><p>{html.escape(problem)}</p>")
-                return
-            if error := idp.authorize_error(form):
-                self._redirect_error(form, *error)
-                return
-            user = idp.users.get(form.get("username", ""))
-            if form.get("decision") != "allow" or user is None:
-                self._redirect_error(form, "access_denied", "The user cancelled the sign-in.")
-                return
-            code = idp.issue_code(form, user)
-            self._redirect(form["redirect_uri"], {"code": code, "state": form.get("state", ""), "iss": idp.issuer})
-
-        def _logout(self, query: dict[str, str]) -> None:
-            idp.logouts.append(query)
-            target = query.get("post_logout_redirect_uri")
-            if target in idp.redirect_uris:
-                self._redirect(target, {"state": query["state"]} if "state" in query else {})
-            else:
-                self._html(200, "<h1>Signed out</h1>")
-
-        def _redirect_error(self, query: dict[str, str], error: str, description: str) -> None:
-            params = {"error": error, "error_description": description, "iss": idp.issuer}
-            if "state" in query:
-                params["state"] = query["state"]
-            self._redirect(query["redirect_uri"], params)
-
-        def _redirect(self, target: str, params: dict[str, str]) -> None:
-            separator = "&" if "?" in target else "?"
-            self.send_response(302)
-            self.send_header("Location", f"{target}{separator}{urlencode(params)}" if params else target)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def _json(self, status: int, body: dict[str, Any]) -> None:
-            self._send(status, "application/json", json.dumps(body).encode(), no_store=True)
-
-        def _html(self, status: int, body: str) -> None:
-            head = '<title>Stand-in IdP</title><link rel="icon" href="data:,">'
-            page = f'<!doctype html><html lang="en"><head>{head}</head><body>{body}</body></html>'
-            self._send(status, "text/html; charset=utf-8", page.encode())
-
-        def _send(self, status: int, content_type: str, data: bytes, *, no_store: bool = False) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            if no_store:
-                self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+    return type("Handler", (_IdpHandler,), {"idp": idp})
 
 
 def _grant_refusal(grant: _Grant | None, form: dict[str, str]) -> str | None:
