@@ -133,6 +133,3 @@ class DocumentRepository:
         query = "SELECT EXISTS (SELECT 1 FROM chonkit.documents WHERE sha256 = $1)"
         used: bool = await self.conn.fetchval(query, digest)
         return used
-
-    async def all_digests(self) -> set[str]:
-        return {r["sha256"] for r in await self.conn.fetch("SELECT sha256 FROM chonkit.documents")}

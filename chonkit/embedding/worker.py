@@ -21,7 +21,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -433,6 +433,3 @@ async def _first(*waits: Awaitable[Any]) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-WorkerFactory = Callable[[], EmbeddingWorker]

@@ -1,0 +1,27 @@
+"""Names the dead-code check (vulture, run by .ci/run) cannot see used, each group with who uses it.
+
+Add to this file only what a framework, a library or a wire format uses by name; anything else it reports is
+dead code to delete.
+"""
+
+# ruff: noqa: B018, F821 -- bare, undefined names are how vulture whitelists read
+# mypy: ignore-errors
+# msgspec Struct fields: serialised by name in API responses, never read in Python.
+document_count, embedded_at, matches_database, vector_count, vector_providers, embedding_models
+collections_checked, characters, block_count, truncated, parent_count, started_at, finished_at
+already_queued, expires_in, client_id, scopes, sign_in, matched_groups, action, ok, agent_available, llm_ms
+collections_searched
+# Library options set as attributes: RE2 (line_filters), onnxruntime (SessionOptions), faiss (HNSW).
+_.log_errors, _.never_capture
+_.graph_optimization_level, _.execution_mode, _.intra_op_num_threads, _.inter_op_num_threads
+_.log_severity_level, _.efConstruction, _.efSearch
+# Weaviate's collection config, passed by keyword.
+vector_config, inverted_index_config
+# Callback signatures: markdown-it block rules, context managers' __exit__.
+silent, exc_type, traceback
+# Litestar's plugin hooks (common/http/docs.py).
+_.render, _.receive_router
+# The status object tests read (common/vectors/resident.py), the migration heads tests check.
+_.in_memory, current_heads
+# The published contract's API for other applications.
+parse_text_payload
