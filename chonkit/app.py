@@ -1,28 +1,97 @@
-"""Chonkit: the admin API that turns uploaded documents into vector collections."""
+"""Chonkit: the admin API that turns uploaded documents into vector collections.
+
+:class:`Chonkit` is the composition root: every collaborator the handlers use, built once in the lifespan. The
+``provide_*`` functions below make each request's services from it and the request's transaction; handlers
+take those as typed dependencies, call one method and return.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from litestar import Litestar, Router
+from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
 
 from chonkit.collection.controller import CollectionController, ProviderController
+from chonkit.collection.repository import CollectionRepository
+from chonkit.collection.service import CollectionService
 from chonkit.document.controller import DocumentController
-from chonkit.document.service import RegistryTokenizers
+from chonkit.document.repository import DocumentRepository
+from chonkit.document.service import DocumentService, RegistryTokenizers, UnusedOriginals
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.controller import JobController
 from chonkit.embedding.repository import JobRepository
+from chonkit.embedding.service import JobFeed, JobService
 from chonkit.embedding.worker import EmbeddingWorker
 from common import telemetry
 from common.auth import Authenticator
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import Database
+from common.db.database import Connection
 from common.http.app import build_service_app
 from common.http.security import admin_only
+
+
+@dataclass(frozen=True, slots=True)
+class Chonkit:
+    """What chonkit's handlers are built from; one per app, made when its database and clients are open."""
+
+    db: Database
+    clients: SharedClients
+    blobs: BlobStore
+    tokenizers: RegistryTokenizers
+    max_upload_bytes: int
+    wake_worker: Callable[[], None]
+
+
+def chonkit_of(state: State) -> Chonkit:
+    chonkit: Chonkit = state.chonkit
+    return chonkit
+
+
+def provide_documents(state: State, conn: NamedDependency[Connection]) -> DocumentService:
+    root = chonkit_of(state)
+    return DocumentService(
+        DocumentRepository(conn),
+        root.blobs,
+        root.tokenizers,
+        max_upload_bytes=root.max_upload_bytes,
+        vectors=root.clients.vectors,
+        collections=CollectionRepository(conn),
+    )
+
+
+def provide_originals(state: State) -> UnusedOriginals:
+    root = chonkit_of(state)
+    return UnusedOriginals(root.db, root.blobs)
+
+
+def provide_collections(state: State, conn: NamedDependency[Connection]) -> CollectionService:
+    root = chonkit_of(state)
+    return CollectionService(CollectionRepository(conn), root.clients.vectors, root.clients.embedders)
+
+
+def provide_jobs(state: State, conn: NamedDependency[Connection]) -> JobService:
+    return JobService(conn, wake_worker=chonkit_of(state).wake_worker)
+
+
+def provide_feed(state: State) -> JobFeed:
+    return JobFeed(chonkit_of(state).db)
+
+
+DEPENDENCIES = {
+    "documents": Provide(provide_documents, sync_to_thread=False),
+    "originals": Provide(provide_originals, sync_to_thread=False),
+    "collections": Provide(provide_collections, sync_to_thread=False),
+    "jobs": Provide(provide_jobs, sync_to_thread=False),
+    "feed": Provide(provide_feed, sync_to_thread=False),
+}
 
 
 async def count_queue(db: Database) -> None:
@@ -45,23 +114,31 @@ def create_app(
     run_worker = settings.chonkit_inprocess_worker if worker is None else worker
 
     @asynccontextmanager
-    async def open_clients(app: Litestar) -> AsyncIterator[None]:
-        async with clients.opened():
+    async def compose(app: Litestar) -> AsyncIterator[None]:
+        async with clients.opened(), _worker(app.state.db) as wake:
+            app.state.chonkit = Chonkit(
+                db=app.state.db,
+                clients=clients,
+                blobs=blobs,
+                tokenizers=RegistryTokenizers(clients.embedders),
+                max_upload_bytes=settings.chonkit_max_upload_bytes,
+                wake_worker=wake,
+            )
             yield
 
     @asynccontextmanager
-    async def in_process_worker(app: Litestar) -> AsyncIterator[None]:
+    async def _worker(db: Database) -> AsyncIterator[Callable[[], None]]:
+        """The in-process embedding worker, if this process runs one; yields what wakes it."""
         if not run_worker:
-            yield
+            yield lambda: None
             return
         embedding_worker = EmbeddingWorker(
-            app.state.db, blobs, clients.embedders, clients.vectors, heartbeat_seconds=settings.worker_heartbeat_seconds
+            db, blobs, clients.embedders, clients.vectors, heartbeat_seconds=settings.worker_heartbeat_seconds
         )
-        app.state.wake_worker = embedding_worker.wake
         stop = asyncio.Event()
         task = asyncio.create_task(embedding_worker.run(stop))
         try:
-            yield
+            yield embedding_worker.wake
         finally:
             stop.set()
             embedding_worker.wake()
@@ -82,12 +159,7 @@ def create_app(
         route_handlers=[admin],
         database=database,
         authenticator=authenticator,
-        lifespans=[open_clients, in_process_worker],
+        lifespans=[compose],
         before_scrape=count_queue,
-        state={
-            "blobs": blobs,
-            "clients": clients,
-            "tokenizers": RegistryTokenizers(clients.embedders),
-            "wake_worker": lambda: None,
-        },
+        dependencies=DEPENDENCIES,
     )

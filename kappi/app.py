@@ -137,7 +137,6 @@ def create_app(
         database=database,
         authenticator=authenticator,
         lifespans=[compose],
-        state={"clients": clients, "llms": llms},
         dependencies={
             "chats": Provide(provide_chats, sync_to_thread=False),
             "agents": Provide(provide_agents, sync_to_thread=False),

@@ -96,3 +96,15 @@ def test_boundary_check_sees_modules_imported_from_their_package(tmp_path: Path)
     sample = tmp_path / "m.py"
     sample.write_text("from common.vectors import resident\nimport common.vectors.changes\n")
     assert _imported_names(sample) == {"common.vectors", "common.vectors.resident", "common.vectors.changes"}
+
+
+@pytest.mark.parametrize("service", ["chonkit", "kappi"])
+def test_controllers_look_nothing_up_in_the_apps_state(service: str) -> None:
+    """Handlers get typed services from the composition root (``<service>/app.py``), never from ``state``."""
+    lookups = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / service).glob("*/controller.py"))
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if "state." in line or "State" in line
+    ]
+    assert lookups == []

@@ -5,8 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from litestar import Controller, delete, get, post, put
-from litestar.datastructures import State
-from litestar.di import NamedDependency, Provide
+from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
@@ -20,21 +19,9 @@ from chonkit.collection.models import (
     SearchRequest,
     SearchResponse,
 )
-from chonkit.collection.repository import CollectionRepository
-from chonkit.collection.service import CollectionService, provider_catalog
+from chonkit.collection.service import CollectionService
 from chonkit.embedding.models import DocumentIds, EmbeddingReport, JobCreated
 from chonkit.embedding.service import JobService
-from common.clients import SharedClients
-from common.db.database import Connection
-
-
-async def provide_collection_service(state: State, conn: NamedDependency[Connection]) -> CollectionService:
-    clients: SharedClients = state.clients
-    return CollectionService(CollectionRepository(conn), clients.vectors, clients.embedders)
-
-
-async def provide_job_service(state: State, conn: NamedDependency[Connection]) -> JobService:
-    return JobService(conn, wake_worker=state.wake_worker)
 
 
 class CollectionController(Controller):
@@ -43,7 +30,6 @@ class CollectionController(Controller):
 
     path = "/collections"
     tags = ["collections"]
-    dependencies = {"collections": Provide(provide_collection_service), "jobs": Provide(provide_job_service)}
 
     @post("/", status_code=HTTP_201_CREATED, summary="Create a collection")
     async def create(
@@ -125,6 +111,5 @@ class ProviderController(Controller):
     tags = ["collections"]
 
     @get("/", summary="Vector providers and embedding models")
-    async def providers(self, state: State) -> Providers:
-        clients: SharedClients = state.clients
-        return provider_catalog(clients.vectors, clients.embedders)
+    async def providers(self, collections: NamedDependency[CollectionService]) -> Providers:
+        return collections.providers()

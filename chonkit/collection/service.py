@@ -73,6 +73,9 @@ class CollectionService:
         self.vectors = vectors
         self.embedders = embedders
 
+    def providers(self) -> Providers:
+        return provider_catalog(self.vectors, self.embedders)
+
     async def create(self, request: CollectionCreate) -> Collection:
         store = self.vectors.get(request.vector_provider)
         model = request.model or self.embedders.models(request.embedding_provider)[0].model

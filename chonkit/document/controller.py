@@ -9,13 +9,12 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, Response, delete, get, patch, post, put
 from litestar.background_tasks import BackgroundTask
-from litestar.datastructures import State, UploadFile
-from litestar.di import NamedDependency, Provide
+from litestar.datastructures import UploadFile
+from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, MultipartBody, QueryParameter
 from litestar.response import File
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from chonkit.collection.repository import CollectionRepository
 from chonkit.document.models import (
     ChunkPreview,
     ChunkPreviewRequest,
@@ -27,26 +26,8 @@ from chonkit.document.models import (
     ParsePreviewRequest,
     UploadResponse,
 )
-from chonkit.document.repository import DocumentRepository
-from chonkit.document.service import DocumentService, IncomingFile
-from common.db import Database
-from common.db.database import Connection
+from chonkit.document.service import DocumentService, IncomingFile, UnusedOriginals
 from common.http.problems import problem
-
-
-async def provide_document_service(state: State, conn: NamedDependency[Connection]) -> DocumentService:
-    return _service(state, conn)
-
-
-def _service(state: State, conn: Connection) -> DocumentService:
-    return DocumentService(
-        DocumentRepository(conn),
-        state.blobs,
-        state.tokenizers,
-        max_upload_bytes=state.settings.chonkit_max_upload_bytes,
-        vectors=state.clients.vectors,
-        collections=CollectionRepository(conn),
-    )
 
 
 @dataclass
@@ -66,7 +47,6 @@ class DocumentController(Controller):
 
     path = "/documents"
     tags = ["documents"]
-    dependencies = {"documents": Provide(provide_document_service)}
 
     @post("/", status_code=HTTP_201_CREATED, summary="Upload one or many files")
     async def upload(
@@ -117,12 +97,15 @@ class DocumentController(Controller):
 
     @delete("/{document_id:uuid}", summary="Delete a document")
     async def delete_document(
-        self, state: State, documents: NamedDependency[DocumentService], document_id: FromPath[UUID]
+        self,
+        documents: NamedDependency[DocumentService],
+        originals: NamedDependency[UnusedOriginals],
+        document_id: FromPath[UUID],
     ) -> Response[None]:
         """Removes its vectors from every collection and the row now, and the stored original once the
         deletion has committed."""
         document = await documents.delete(document_id)
-        return Response(None, status_code=204, background=BackgroundTask(_remove_unused_blob, state, document.sha256))
+        return Response(None, status_code=204, background=BackgroundTask(originals.remove, document.sha256))
 
     @get("/{document_id:uuid}/config", summary="The saved parse and chunk config")
     async def get_config(
@@ -158,10 +141,3 @@ class DocumentController(Controller):
         """Chunks with token counts (the embedding model's tokenizer) and positions, for unsaved configs,
         so an admin can tune sizes before embedding. Chunks over the model's limit are listed in ``oversized``."""
         return await documents.preview_chunks(document_id, data)
-
-
-async def _remove_unused_blob(state: State, digest: str) -> None:
-    """The deletion's own transaction has committed by now; this one checks nobody uploaded the bytes again."""
-    db: Database = state.db
-    async with db.transaction() as conn:
-        await _service(state, conn).remove_unused_blob(digest)

@@ -37,6 +37,7 @@ from chonkit.document.parsed import ParsedDocument
 from chonkit.document.parsing import DocumentType, ParseConfig, parse_isolated, sniff, validate_parse_config
 from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
+from common.db import Database
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, NotFound, PayloadTooLarge
 from common.vectors.registry import VectorRegistry
@@ -190,15 +191,6 @@ class DocumentService:
             raise NotFound(f"No document {document_id}.", code="document_not_found")
         return document
 
-    async def remove_unused_blob(self, digest: str) -> bool:
-        """After a deletion commits: remove the original unless a document uses it again (uploaded meanwhile).
-        The digest's lock orders this against uploads of the same bytes; returns whether it was removed."""
-        await self.repo.lock_blobs([digest])
-        if await self.repo.digest_in_use(digest):
-            return False
-        await asyncio.to_thread(self.blobs.delete, digest)
-        return True
-
     async def content_path(self, document_id: UUID) -> tuple[Document, Path]:
         document = await self.get(document_id)
         path = self.blobs.path_for(document.sha256)
@@ -314,3 +306,23 @@ def _preview_chunk(c: Chunk, oversized: bool) -> PreviewChunk:
         parent_index=c.parent_index,
         oversized=oversized,
     )
+
+
+class UnusedOriginals:
+    """Removes a deleted document's stored original once the deletion has committed, in a transaction of its
+    own (a background task runs after the request's has ended)."""
+
+    def __init__(self, db: Database, blobs: BlobStore) -> None:
+        self.db = db
+        self.blobs = blobs
+
+    async def remove(self, digest: str) -> bool:
+        """Remove the original unless a document uses it again (uploaded meanwhile). The digest's lock orders
+        this against uploads of the same bytes; returns whether it was removed."""
+        async with self.db.transaction() as conn:
+            repo = DocumentRepository(conn)
+            await repo.lock_blobs([digest])
+            if await repo.digest_in_use(digest):
+                return False
+            await asyncio.to_thread(self.blobs.delete, digest)
+            return True

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from uuid import UUID
 
-from chonkit.embedding.models import EmbeddingReport, Job, JobCreated, Stage
+import msgspec
+
+from chonkit.embedding.models import EmbeddingReport, Job, JobCreated, JobItem, JobSummary, JobUpdate, Stage
 from chonkit.embedding.repository import PAGE_SIZE, JobRepository
+from common.db import Database
 from common.db.database import Connection
-from common.errors import Conflict, NotFound
+from common.errors import Conflict, NotFound, Unavailable
 
 
 class JobService:
@@ -70,3 +74,65 @@ class JobService:
 
     async def reports(self, collection_id: UUID, document_id: UUID | None) -> list[EmbeddingReport]:
         return await self.jobs.reports(collection_id, document_id)
+
+
+POLL_SECONDS = 0.5
+EVENT_ITEM_BYTES = 32_000
+"""Changed items per event, encoded: a cancel or a burst of skips changes hundreds at once."""
+
+
+class FeedEvent(msgspec.Struct, frozen=True):
+    """One event of a job's feed: ``job`` (a :class:`JobUpdate`) or ``error`` (``code``, ``detail``), as JSON."""
+
+    event: str
+    data: str
+
+
+class JobFeed:
+    """A job's progress as it happens, read on connections of its own (a streamed response outlives its
+    request's transaction)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def follow(self, job: Job) -> AsyncIterator[FeedEvent]:
+        """The job's counts, then the counts and the items that changed, until it finishes (a change to many
+        items comes as several events); an ``error`` event if the database goes away meanwhile."""
+        encoder = msgspec.json.Encoder()
+        yield _event(encoder, job, [])
+        while job.status in {"queued", "running"}:
+            await asyncio.sleep(POLL_SECONDS)
+            try:
+                async with self.db.transaction() as conn:
+                    current = await JobRepository(conn).get(job.id, limit=None)
+            except Unavailable as exc:  # the response has started: end with an event that has a code, not a reset
+                yield FeedEvent("error", encoder.encode({"code": exc.code, "detail": exc.detail}).decode())
+                return
+            if current is None:
+                return
+            before = {item.document_id: item for item in job.items}
+            changed = [item for item in current.items if before.get(item.document_id) != item]
+            summary_changed = msgspec.structs.replace(job, items=[]) != msgspec.structs.replace(current, items=[])
+            job = current
+            if changed or summary_changed:
+                for batch in _batches(encoder, changed) or [[]]:
+                    yield _event(encoder, job, batch)
+
+
+def _event(encoder: msgspec.json.Encoder, job: Job, items: list[JobItem]) -> FeedEvent:
+    fields = {f: getattr(job, f) for f in JobSummary.__struct_fields__}
+    return FeedEvent("job", encoder.encode(JobUpdate(**fields, items=items)).decode())
+
+
+def _batches(encoder: msgspec.json.Encoder, items: list[JobItem]) -> list[list[JobItem]]:
+    """Consecutive runs of items of at most :data:`EVENT_ITEM_BYTES` encoded (one item alone may be more)."""
+    batches: list[list[JobItem]] = []
+    size = EVENT_ITEM_BYTES
+    for item in items:
+        length = len(encoder.encode(item))
+        if size + length > EVENT_ITEM_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += length
+    return batches

@@ -374,7 +374,7 @@ def test_a_job_beyond_one_page_and_one_event_shows_every_count_and_row(browser: 
     A platform without a worker keeps the job queued until the admin cancels it."""
     from playwright.sync_api import expect
 
-    from chonkit.embedding.controller import EVENT_ITEM_BYTES
+    from chonkit.embedding.service import EVENT_ITEM_BYTES
 
     with running_platform(free_port(), RAGU_CHONKIT_INPROCESS_WORKER="false") as base:
         setup = Api(base)

@@ -14,8 +14,7 @@ import pymupdf
 import pytest
 from litestar import Litestar
 
-from chonkit.app import create_app
-from chonkit.document.controller import provide_document_service
+from chonkit.app import create_app, provide_documents, provide_originals
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import PoolDatabase, SingleConnectionDatabase
@@ -362,12 +361,11 @@ async def test_a_blob_removal_left_by_a_delete_spares_bytes_uploaded_again_meanw
             client.headers.update(bearer(settings))
             first = (await upload(client, ("again.pdf", data))).json()["results"][0]["document"]
             async with database.transaction() as conn:  # the deletion, its blob removal not run yet
-                await (await provide_document_service(app.state, conn)).delete(msgspec.convert(first["id"], UUID))
+                await provide_documents(app.state, conn).delete(msgspec.convert(first["id"], UUID))
             second = (await upload(client, ("again.pdf", data))).json()["results"][0]
             assert second["status"] == "created"
 
-            async with database.transaction() as conn:  # now the removal the deletion left behind
-                removed = await (await provide_document_service(app.state, conn)).remove_unused_blob(first["sha256"])
+            removed = await provide_originals(app.state).remove(first["sha256"])  # the removal left behind
 
             assert removed is False
             assert (await client.get(f"/documents/{second['document']['id']}/content")).content == data
