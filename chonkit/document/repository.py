@@ -20,6 +20,13 @@ def _document(record: Any) -> Document:
     return msgspec.convert(dict(record), Document, from_attributes=True)
 
 
+class StoredConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A document's saved configs as stored (JSON objects, ``None`` when never saved), validated by the caller."""
+
+    parse: dict[str, Any] | None
+    chunk: dict[str, Any] | None
+
+
 class DocumentRepository:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -108,11 +115,11 @@ class DocumentRepository:
             document_id,
         )
 
-    async def get_config(self, document_id: UUID) -> tuple[Any, Any] | None:
+    async def get_config(self, document_id: UUID) -> StoredConfig | None:
         record = await self.conn.fetchrow(
             "SELECT parse_config, chunk_config FROM chonkit.documents WHERE id = $1", document_id
         )
-        return None if record is None else (record["parse_config"], record["chunk_config"])
+        return None if record is None else StoredConfig(parse=record["parse_config"], chunk=record["chunk_config"])
 
     async def set_config(self, document_id: UUID, parse_config: Any, chunk_config: Any) -> bool:
         status = await self.conn.execute(

@@ -202,8 +202,7 @@ class DocumentService:
         stored = await self.repo.get_config(document_id)
         if stored is None:
             raise NotFound(f"No document {document_id}.", code="document_not_found")
-        parse_config, chunk_config = stored
-        return msgspec.convert({"parse": parse_config or {}, "chunk": chunk_config}, DocumentConfig)
+        return msgspec.convert({"parse": stored.parse or {}, "chunk": stored.chunk}, DocumentConfig)
 
     async def set_config(self, document_id: UUID, config: DocumentConfig) -> DocumentConfig:
         """Validate completely before saving: regexes compile, page ranges fit the document, sizes make sense."""

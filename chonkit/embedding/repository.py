@@ -37,6 +37,12 @@ def job_status(stages: Sequence[str], cancel_requested: bool) -> JobStatus:
     return "done"
 
 
+class Embedded(msgspec.Struct, frozen=True, kw_only=True):
+    document_sha256: str
+    config_hash: str
+    chunk_count: int
+
+
 class JobRepository:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -228,14 +234,15 @@ class JobRepository:
             chunk_count,
         )
 
-    async def embedded_state(self, collection_id: UUID, document_id: UUID) -> tuple[str, str, int] | None:
+    async def embedded_state(self, collection_id: UUID, document_id: UUID) -> Embedded | None:
+        """What the collection holds of the document: from which bytes and configs, and how many chunks."""
         record = await self.conn.fetchrow(
             """SELECT document_sha256, config_hash, chunk_count FROM chonkit.collection_documents
                WHERE collection_id = $1 AND document_id = $2""",
             collection_id,
             document_id,
         )
-        return None if record is None else (record["document_sha256"], record["config_hash"], record["chunk_count"])
+        return None if record is None else msgspec.convert(dict(record), Embedded)
 
     async def forget_document(self, collection_id: UUID, document_id: UUID) -> None:
         await self.conn.execute(

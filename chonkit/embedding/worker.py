@@ -34,9 +34,9 @@ from chonkit.collection.service import identity_of
 from chonkit.document.chunking import ChunkResult, chunk, default_chunk_config, validate_chunk_config
 from chonkit.document.models import Document
 from chonkit.document.parsing import DocumentType, ParseConfig, parse_isolated
-from chonkit.document.repository import DocumentRepository
+from chonkit.document.repository import DocumentRepository, StoredConfig
 from chonkit.document.storage import BlobStore
-from chonkit.embedding.repository import ClaimedItem, JobRepository
+from chonkit.embedding.repository import ClaimedItem, Embedded, JobRepository
 from common import telemetry
 from common.db import Database
 from common.embedders.base import Embedder, EmbedderRegistry
@@ -236,8 +236,8 @@ class EmbeddingWorker:
         *,
         collection: Collection,
         document: Document,
-        saved: tuple[Any, Any],
-        state: tuple[str, str, int] | None,
+        saved: StoredConfig,
+        state: Embedded | None,
     ) -> None:
         timings: dict[str, float] = {}
         embedder = self.embedders.get(collection.embedding_provider, collection.model)
@@ -247,13 +247,17 @@ class EmbeddingWorker:
                 f"{collection.dimension}-d ones.",
                 code="dimension_mismatch",
             )
-        parse_config = msgspec.convert(saved[0] or {}, ParseConfig)
-        chunk_config = validate_chunk_config(saved[1]) if saved[1] else default_chunk_config()
-        digest = config_hash(saved[0], msgspec.to_builtins(chunk_config), collection.model)
+        parse_config = msgspec.convert(saved.parse or {}, ParseConfig)
+        chunk_config = validate_chunk_config(saved.chunk) if saved.chunk else default_chunk_config()
+        digest = config_hash(saved.parse, msgspec.to_builtins(chunk_config), collection.model)
         store = self.vectors.get(collection.vector_provider)
-        unchanged = state is not None and state[:2] == (document.sha256, digest)
-        if unchanged and state and await store.count(collection.name, document_id=str(document.id)) == state[2]:
-            await self._finish(item, "skipped", chunks=state[2], timings=timings, reason=UNCHANGED)
+        unchanged = state is not None and (state.document_sha256, state.config_hash) == (document.sha256, digest)
+        if (
+            unchanged
+            and state
+            and await store.count(collection.name, document_id=str(document.id)) == state.chunk_count
+        ):
+            await self._finish(item, "skipped", chunks=state.chunk_count, timings=timings, reason=UNCHANGED)
             return
 
         started = time.perf_counter()
