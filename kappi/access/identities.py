@@ -1,7 +1,7 @@
 """Kappi learns every collection from its identity record, read live from the vector store.
 
-A short cache (``ttl_seconds``, default 0.5 s; async-lru, so the questions arriving while a record is
-being read share that one read) keeps the per-question cost of several collections low. It is safe for a
+A short cache (``ttl_seconds``, default 0.5 s; the questions arriving while a record is being read share that
+one read) keeps the per-question cost of several collections low. It is safe for a
 question because every search also filters on the chunks' own copy of ``groups`` (see
 :mod:`kappi.access.policy`), so a stale entry can never widen what a user reads — and a group removed in
 chonkit stops matching as soon as the chunks say so: at once in PostgreSQL, and in kappi's in-memory copy
@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
-from async_lru import alru_cache
 
 import schemas
 from common.errors import AppError
@@ -36,40 +35,61 @@ class IdentityStatus(msgspec.Struct, frozen=True, kw_only=True):
     detail: str | None = None
 
 
+Key = tuple[str, str]
+"""(vector provider, collection name)."""
+
 MAX_ENTRIES = 4096
 """Collections a process remembers at once: far more than its agents use; bounds names made up in requests."""
 
 
 class IdentityReader:
+    """One cache of identity statuses, each kept ``ttl_seconds`` from when its read began (so it never outlives
+    the TTL); questions arriving while a record is being read share that one read."""
+
     def __init__(self, vectors: VectorRegistry, *, ttl_seconds: float = 0.5) -> None:
         self.vectors = vectors
         self.ttl = ttl_seconds
-        self._cached = alru_cache(maxsize=MAX_ENTRIES, ttl=ttl_seconds)(self._read)
-        self._fresh: dict[tuple[str, str], tuple[float, IdentityStatus]] = {}
-        """What :meth:`read_many` answers without a task per record: each status until the TTL it was read with."""
+        self._entries: dict[Key, tuple[float, IdentityStatus]] = {}
+        self._reading: dict[Key, asyncio.Task[IdentityStatus]] = {}
 
     async def read(self, vector_provider: str, name: str) -> IdentityStatus:
-        return await self._cached(vector_provider, name)
+        key = (vector_provider, name)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] > time.monotonic():
+            return entry[1]
+        return await self._shared_read(key)
 
-    async def read_many(self, keys: Sequence[tuple[str, str]]) -> list[IdentityStatus]:
-        """Several records at once: straight from memory when all are fresh (the common case, and no task per
-        record then), else all read concurrently."""
+    async def read_many(self, keys: Sequence[Key]) -> list[IdentityStatus]:
+        """Several records at once: straight from memory when all are fresh (the common case: no task is made),
+        else the stale ones read concurrently."""
         now = time.monotonic()
-        fresh = [self._fresh.get(key) for key in keys]
-        if all(entry is not None and entry[0] > now for entry in fresh):
-            return [entry[1] for entry in fresh if entry is not None]
+        entries = [self._entries.get(key) for key in keys]
+        if all(entry is not None and entry[0] > now for entry in entries):
+            return [entry[1] for entry in entries if entry is not None]
         return list(await asyncio.gather(*(self.read(provider, name) for provider, name in keys)))
 
-    async def read_live(self, keys: Sequence[tuple[str, str]]) -> list[IdentityStatus]:
+    async def read_live(self, keys: Sequence[Key]) -> list[IdentityStatus]:
         """Several records read now, bypassing the cache: for decisions no chunk filter double-checks."""
         return list(await asyncio.gather(*(self._status(provider, name) for provider, name in keys)))
 
-    async def _read(self, vector_provider: str, name: str) -> IdentityStatus:
+    def forget(self) -> None:
+        self._entries.clear()
+
+    async def _shared_read(self, key: Key) -> IdentityStatus:
+        task = self._reading.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._read(key))
+            self._reading[key] = task
+            task.add_done_callback(lambda _: self._reading.pop(key, None))
+        # shield: a question that gives up (its client left) must not cancel the read others wait on
+        return await asyncio.shield(task)
+
+    async def _read(self, key: Key) -> IdentityStatus:
         expires = time.monotonic() + self.ttl
-        status = await self._status(vector_provider, name)
-        if len(self._fresh) >= MAX_ENTRIES:
-            self._fresh.clear()
-        self._fresh[(vector_provider, name)] = (expires, status)
+        status = await self._status(*key)
+        if len(self._entries) >= MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = (expires, status)
         return status
 
     async def _status(self, vector_provider: str, name: str) -> IdentityStatus:
@@ -91,7 +111,3 @@ class IdentityReader:
                 detail=f"identity names vectorProvider {identity.vectorProvider!r}",
             )
         return IdentityStatus(identity=identity)
-
-    def forget(self) -> None:
-        self._cached.cache_clear()
-        self._fresh.clear()

@@ -179,7 +179,6 @@ class AgentService:
             groups = frozenset(query.groups)
         else:
             raise InvalidInput("Give either 'groups' or 'token'.", code="groups_or_token_required")
-        self.identities.forget()  # an explanation must reflect this instant, not the cache
         verdicts = await self.retriever.verdicts(agent.collections, groups)
         return AccessExplanation(
             groups=sorted(groups),

@@ -102,8 +102,8 @@ class Retriever:
         self, assignments: Sequence[Assignment], user_groups: frozenset[str]
     ) -> list[tuple[Verdict, Searchable | None]]:
         """For each assigned collection: may these groups search it, and why (or why not) — the decision
-        :meth:`retrieve` makes, with its explanation."""
-        statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
+        :meth:`retrieve` makes, with its explanation, from identities as they are this instant."""
+        statuses = await self.identities.read_live([(a.vector_provider, a.name) for a in assignments])
         return [
             (_explain(assignment, status, reason, user_groups), _searchable(assignment, status))
             for assignment, status in zip(assignments, statuses, strict=True)

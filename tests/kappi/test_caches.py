@@ -47,3 +47,26 @@ async def test_concurrent_questions_share_one_identity_read_until_it_expires(vec
     assert (missing.identity, missing.problem) == (None, "identity_missing")
     await reader.read("pgvector", name)
     assert store.reads == 4
+
+
+async def test_a_question_that_gives_up_does_not_cancel_the_read_others_wait_on(vectors: VectorRegistry) -> None:
+    pgvector = vectors.get("pgvector")
+    assert isinstance(pgvector, PgVectorStore)
+    gate = asyncio.Event()
+
+    class SlowStore(CountingStore):
+        async def read_identity(self, name: str) -> dict[str, Any] | None:
+            await gate.wait()
+            return await super().read_identity(name)
+
+    store = SlowStore(pgvector._pool)
+    reader = IdentityReader(VectorRegistry({"pgvector": store}), ttl_seconds=5)
+    leaving = asyncio.create_task(reader.read("pgvector", "Nowhere_To_Be_Found"))
+    staying = asyncio.create_task(reader.read("pgvector", "Nowhere_To_Be_Found"))
+    await asyncio.sleep(0.01)
+    leaving.cancel()
+    gate.set()
+    status = await staying
+    assert status.problem == "identity_missing"
+    assert store.reads == 1
+    assert leaving.cancelled()
