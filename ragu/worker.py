@@ -54,7 +54,7 @@ async def _work(settings: Settings) -> None:
             logger.info("worker %s started", worker.name)
             await worker.run(stop)
     finally:
-        await db.close()
+        await db.aclose()
 
 
 def run_reconcile(settings: Settings, *, repair: bool) -> ReconcileReport:
@@ -73,7 +73,7 @@ async def _reconcile(settings: Settings, *, repair: bool) -> ReconcileReport:
         async with SharedClients(settings).opened() as clients:
             return await reconcile(db, clients.vectors, repair=repair)
     finally:
-        await db.close()
+        await db.aclose()
 
 
 def _url(settings: Settings) -> str:

@@ -70,7 +70,7 @@ class Database(Protocol):
 
     async def ping(self) -> None: ...
 
-    async def close(self) -> None: ...
+    async def aclose(self) -> None: ...
 
 
 class PoolDatabase:
@@ -98,7 +98,7 @@ class PoolDatabase:
             async with self.pool.acquire(timeout=2) as conn:
                 await conn.fetchval("SELECT 1")
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         await self.pool.close()
 
 
@@ -120,7 +120,7 @@ class SingleConnectionDatabase:
         async with self._lock:
             await self.conn.fetchval("SELECT 1")
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """The owner of the connection closes it."""
 
 

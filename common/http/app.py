@@ -113,7 +113,7 @@ def build_service_app(
         try:
             yield
         finally:
-            await db.close()
+            await db.aclose()
 
     telemetry.configure_tracing(settings.otel_exporter)
     plugins, middleware = tracing(service_name)

@@ -2,9 +2,8 @@
 
 ``store`` (and ``provider``, the harness around it) is parametrised over :data:`PROVIDERS`: one async
 factory per provider that yields a :class:`Harness`. To add a provider, write its factory below and add
-one entry; nothing else changes. Qdrant and Weaviate join automatically once their adapter modules exist
-(``common.vectors.qdrant.QdrantStore``, ``common.vectors.weaviate.WeaviateStore``); Weaviate needs a
-server, so it runs only when ``WEAVIATE_URL`` is set.
+one entry; nothing else changes. Weaviate needs a server, so its tests are skipped, saying so, unless
+``WEAVIATE_URL`` is set.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -154,21 +152,9 @@ async def weaviate_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harn
 PROVIDERS: dict[str, ProviderFactory] = {
     "pgvector": pgvector_harness,
     "pgvector-resident": resident_pgvector_harness,
-    # ----- other providers: one entry each; the adapter module must exist for the entry to run -----
     "qdrant": qdrant_harness,
     "weaviate": weaviate_harness,
 }
-ADAPTER_MODULES = {
-    "pgvector": "common.vectors.pgvector",
-    "pgvector-resident": "common.vectors.resident",
-    "qdrant": "common.vectors.qdrant",
-    "weaviate": "common.vectors.weaviate",
-}
-
-
-def available_providers() -> list[str]:
-    """Providers whose adapter has been written; an entry without its module is left out, not skipped."""
-    return [name for name in PROVIDERS if find_spec(ADAPTER_MODULES[name]) is not None]
 
 
 @asynccontextmanager
@@ -182,7 +168,7 @@ async def open_harness(name: str, request: pytest.FixtureRequest) -> AsyncIterat
                 await harness.store.drop_collection(collection)
 
 
-@pytest.fixture(params=available_providers())
+@pytest.fixture(params=list(PROVIDERS))
 async def provider(request: pytest.FixtureRequest, provider_resources: None) -> AsyncIterator[Harness]:
     async with open_harness(request.param, request) as harness:
         yield harness

@@ -17,7 +17,7 @@ import pytest
 
 from common.vectors import SearchFilter, VectorRecord
 from schemas.models import Identity
-from tests.contracts.conftest import Harness, available_providers, open_harness
+from tests.contracts.conftest import PROVIDERS, Harness, open_harness
 
 DIM = 16
 GROUPS = (None, ["hr"], ["legal"], ["hr", "ops"])
@@ -36,7 +36,7 @@ async def harnesses(request: pytest.FixtureRequest, provider_resources: None) ->
     """Every provider that can run here (Weaviate without a server is left out, not skipped)."""
     async with AsyncExitStack() as stack:
         opened = []
-        for name in available_providers():
+        for name in PROVIDERS:
             try:
                 opened.append(await stack.enter_async_context(open_harness(name, request)))
             except pytest.skip.Exception:

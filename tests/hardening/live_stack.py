@@ -222,5 +222,5 @@ async def drift(url: str) -> list[Drift]:
         report = await reconcile(db, VectorRegistry({"pgvector": PgVectorStore(pool)}), repair=False)
     finally:
         await pool.close()
-        await db.close()
+        await db.aclose()
     return report.drift

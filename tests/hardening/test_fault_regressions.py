@@ -84,7 +84,7 @@ async def test_a_connection_ended_mid_transaction_is_database_unavailable(databa
             assert await conn.fetchval("SELECT 1") == 1
     finally:
         await observer.close()
-        await db.close()
+        await db.aclose()
 
 
 async def test_a_request_whose_connection_ends_mid_statement_gets_503_not_500(
@@ -106,7 +106,7 @@ async def test_a_request_whose_connection_ends_mid_statement_gets_503_not_500(
     finally:
         await blocker.close()
         await observer.close()
-        await database.close()
+        await database.aclose()
 
 
 @pytest.fixture

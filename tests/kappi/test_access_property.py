@@ -277,7 +277,7 @@ class _NoDatabase:
     async def ping(self) -> None:
         raise AssertionError("unused")
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         pass
 
 

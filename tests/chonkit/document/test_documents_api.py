@@ -345,7 +345,7 @@ async def test_hundred_concurrent_identical_uploads_store_one_document(
             assert len(stored_blobs(settings)) == 1
             await client.delete(f"/documents/{ids.pop()}")
     finally:
-        await database.close()
+        await database.aclose()
 
 
 async def test_a_blob_removal_left_by_a_delete_spares_bytes_uploaded_again_meanwhile(
@@ -372,7 +372,7 @@ async def test_a_blob_removal_left_by_a_delete_spares_bytes_uploaded_again_meanw
             assert (await client.delete(f"/documents/{second['document']['id']}")).status_code == 204
             assert stored_blobs(settings) == []  # with nobody left using it, the original goes
     finally:
-        await database.close()
+        await database.aclose()
 
 
 def test_pymupdf_builds_the_pdfs_we_upload() -> None:

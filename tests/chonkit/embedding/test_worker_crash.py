@@ -40,7 +40,7 @@ async def committed(
         async with database.transaction() as conn:
             await conn.execute("DELETE FROM chonkit.collections WHERE name LIKE 'Crash_%'")
             await conn.execute("DELETE FROM chonkit.documents WHERE name LIKE 'crash-%'")
-        await database.close()
+        await database.aclose()
 
 
 def _start_worker(settings: Settings, database_url: str, log: Path) -> subprocess.Popen[bytes]:
