@@ -17,7 +17,17 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from common.auth import Principal
 from kappi.agent.models import Agent, UserAgent
 from kappi.chat.answering import Event
-from kappi.chat.models import Answer, Chat, ChatCreate, ChatDetail, ChatRename, QueryAnswer, Question
+from kappi.chat.models import (
+    Answer,
+    Chat,
+    ChatCreate,
+    ChatDetail,
+    ChatRename,
+    QueryAnswer,
+    Question,
+    Retrieved,
+    RetrieveRequest,
+)
 from kappi.chat.service import ChatService
 
 
@@ -49,6 +59,18 @@ class AgentController(Controller):
         """A stateless question for integrations: the same access checks, retrieval and LLM as a chat, with
         citations, usage and timings; nothing is stored."""
         return await chats.ask_once(agent_id, data.content, principal)
+
+    @post("/{agent_id:uuid}/retrieve", status_code=HTTP_200_OK, summary="Find passages, without an answer")
+    async def retrieve(
+        self,
+        chats: NamedDependency[ChatService],
+        principal: NamedDependency[Principal],
+        agent_id: FromPath[UUID],
+        data: JSONBody[RetrieveRequest],
+    ) -> Retrieved:
+        """Retrieval only, for callers with their own LLM: the query API's access checks and citations, with
+        embed and search timings; no LLM is called and nothing is stored."""
+        return await chats.retrieve_once(agent_id, data.content, data.top_k, principal)
 
 
 class ChatController(Controller):

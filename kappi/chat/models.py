@@ -26,6 +26,12 @@ class Question(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     content: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)]
 
 
+class RetrieveRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    content: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)]
+    top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] | None = None
+    """At most this many passages, the best first; default: all the agent's collections give."""
+
+
 class Chat(msgspec.Struct, frozen=True, kw_only=True):
     id: UUID
     agent_id: UUID
@@ -103,6 +109,18 @@ class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
     citations: list[Citation]
     usage: Usage
     timings: Timings
+
+
+class RetrievalTimings(msgspec.Struct, frozen=True, kw_only=True):
+    embed_ms: float
+    search_ms: float
+
+
+class Retrieved(msgspec.Struct, frozen=True, kw_only=True):
+    """The passages a question finds, without an answer: for callers that bring their own LLM."""
+
+    citations: list[Citation]
+    timings: RetrievalTimings
 
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):

@@ -26,7 +26,17 @@ from kappi.agent.cache import AgentCache
 from kappi.agent.models import Agent
 from kappi.agent.repository import AgentRepository
 from kappi.chat.answering import Answerer, AnswerStream, Prepared
-from kappi.chat.models import Answer, Chat, ChatDetail, ChatRow, Message, QueryAnswer
+from kappi.chat.answering import _citations as citations_of
+from kappi.chat.models import (
+    Answer,
+    Chat,
+    ChatDetail,
+    ChatRow,
+    Message,
+    QueryAnswer,
+    RetrievalTimings,
+    Retrieved,
+)
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage
 from kappi.llm.registry import LlmRegistry
@@ -149,6 +159,17 @@ class ChatService:
         agent = visible(await self.agents.get(agent_id), agent_id, principal)
         prepared = Prepared(agent=agent, config=agent.config, text=content, history=[], groups=principal.groups)
         return await self.answerer.query(prepared)
+
+    async def retrieve_once(self, agent_id: UUID, content: str, top_k: int | None, principal: Principal) -> Retrieved:
+        """A stateless question's retrieval without its LLM: the same agent check, and both access checks in
+        :meth:`Retriever.retrieve`. ``top_k`` caps the merged passages; each assignment's own ``top_k`` still
+        bounds what its collection gives."""
+        agent = visible(await self.agents.get(agent_id), agent_id, principal)
+        retrieval = await self.answerer.retriever.retrieve(agent.collections, principal.groups, content)
+        return Retrieved(
+            citations=citations_of(retrieval)[:top_k],
+            timings=RetrievalTimings(embed_ms=retrieval.embed_ms, search_ms=retrieval.search_ms),
+        )
 
     async def prepare(self, chat_id: UUID, content: str, principal: Principal) -> Prepared:
         """Check access and store the question with its ``pending`` answer, committed before answering starts:
