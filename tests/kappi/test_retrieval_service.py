@@ -1,0 +1,352 @@
+"""Kappi's retrieval layer alone: the access decision per assigned collection, its explanation, and how the hits
+of several collections and stores become one list of passages (merged by score, de-duplicated, limited per
+assignment), an outage told apart from an empty answer. Real stores (Qdrant local mode, pgvector) and the real
+query embedder; scores are known in advance (:class:`~tests.kappi.conftest.Shelf`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+
+from common.embedders.base import EmbedderRegistry
+from common.errors import Unavailable
+from common.vectors.base import IDENTITY_ID, Search, SearchResult
+from common.vectors.pgvector import PgVectorStore, table_of
+from common.vectors.registry import VectorRegistry
+from kappi.access.identities import IdentityReader, IdentityStatus
+from kappi.access.policy import Reason
+from kappi.agent.models import Assignment
+from kappi.retrieval.service import QueryVectors, RetrievedChunk, Retriever, decide
+from schemas.models import Identity
+from tests.kappi.conftest import EMBEDDER, QUESTION, Placed, Shelf, assignment
+
+
+def _retriever(vectors: VectorRegistry, embedders: EmbedderRegistry, *, ttl: float = 0) -> Retriever:
+    return Retriever(IdentityReader(vectors, ttl_seconds=ttl), vectors, QueryVectors(embedders))
+
+
+def _found(chunks: Sequence[RetrievedChunk]) -> list[tuple[str, str, float]]:
+    return [(c.collection, c.text, round(c.score, 4)) for c in chunks]
+
+
+def _pgvector(vectors: VectorRegistry) -> PgVectorStore:
+    store = vectors.get("pgvector")
+    assert isinstance(store, PgVectorStore)
+    return store
+
+
+# decide() and verdicts()
+
+
+def _identity(groups: Sequence[str] = (), *, collection_id: str = "c-1") -> Identity:
+    return Identity(
+        collection_id=collection_id,
+        name="Handbook",
+        model=EMBEDDER[1],
+        vectorProvider="qdrant",
+        embeddingProvider=EMBEDDER[0],
+        groups=list(groups) or msgspec.UNSET,
+    )
+
+
+ASSIGNED = Assignment(
+    vector_provider="qdrant",
+    name="Handbook",
+    collection_id="c-1",
+    top_k=5,
+    max_distance=None,
+    instruction="",
+    created_at=datetime(2025, 1, 1, tzinfo=UTC),
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "user_groups", "reason"),
+    [
+        pytest.param(IdentityStatus(identity=_identity()), {"hr"}, "public", id="public"),
+        pytest.param(IdentityStatus(identity=_identity(["hr", "legal"])), {"legal", "eng"}, "member", id="member"),
+        pytest.param(IdentityStatus(identity=_identity(["hr"])), {"HR"}, "not_a_member", id="not_a_member-exact-case"),
+        pytest.param(IdentityStatus(identity=_identity(["hr"])), set(), "not_a_member", id="not_a_member-no-groups"),
+        pytest.param(
+            IdentityStatus(identity=None, problem="identity_missing"), {"hr"}, "identity_missing", id="identity_missing"
+        ),
+        pytest.param(IdentityStatus(identity=None), {"hr"}, "identity_missing", id="identity_missing-unexplained"),
+        pytest.param(
+            IdentityStatus(identity=None, problem="identity_invalid"), {"hr"}, "identity_invalid", id="identity_invalid"
+        ),
+        pytest.param(
+            IdentityStatus(identity=None, problem="provider_mismatch"), {"hr"}, "provider_mismatch", id="mismatch"
+        ),
+        pytest.param(
+            IdentityStatus(identity=None, problem="provider_unavailable"), {"hr"}, "provider_unavailable", id="down"
+        ),
+        pytest.param(
+            IdentityStatus(identity=_identity(["hr"], collection_id="c-2")),
+            {"hr"},
+            "collection_replaced",
+            id="collection_replaced-even-for-a-member",
+        ),
+        pytest.param(
+            IdentityStatus(identity=_identity(collection_id="c-2")),
+            set(),
+            "collection_replaced",
+            id="collection_replaced-even-when-public",
+        ),
+    ],
+)
+def test_decide_gives_the_reason_for_each_kind_of_collection(
+    status: IdentityStatus, user_groups: set[str], reason: Reason
+) -> None:
+    assert decide(ASSIGNED, status, frozenset(user_groups)) == reason
+
+
+async def test_verdicts_explain_each_reason_in_words_and_match_decide_and_retrieve(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    groups = frozenset({"hr", "eng"})
+    public = await shelf.collection(chunks=[Placed(score=0.9, content="public")])
+    member = await shelf.collection(groups=["hr", "legal"], chunks=[Placed(score=0.8, content="member")])
+    outsider = await shelf.collection(groups=["finance"], chunks=[Placed(score=0.7, content="outsider")])
+    replaced = await shelf.collection()
+    await vectors.get("qdrant").drop_collection(replaced.name)
+    await shelf.collection(name=replaced.name, chunks=[Placed(score=0.6, content="a new collection")])
+    invalid = await shelf.collection("pgvector")
+    async with _pgvector(vectors).pool.acquire() as conn:
+        await conn.execute(
+            f"UPDATE {table_of(invalid.name)} SET payload = payload || jsonb_build_object('model', 7) WHERE id = $1",
+            uuid.UUID(IDENTITY_ID),
+        )
+    mismatched = msgspec.structs.replace(public, name=f"Other_{uuid.uuid4().hex[:8]}", vectorProvider="pgvector")
+    await vectors.get("qdrant").create_collection(mismatched, 384)
+    identities = [public, member, outsider, replaced, invalid]
+    assignments = [
+        *(assignment(i) for i in identities),
+        msgspec.structs.replace(assignment(mismatched), vector_provider="qdrant"),
+        msgspec.structs.replace(assignment(public), name="Nowhere"),
+        msgspec.structs.replace(assignment(public), vector_provider="weaviate"),  # not configured here
+    ]
+    retriever = _retriever(vectors, embedders)
+
+    verdicts = await retriever.verdicts(assignments, groups)
+
+    explained = [(v.reason, v.searchable, v.detail, v.matched_groups, v.collection_groups) for v, _ in verdicts]
+    assert explained[:4] == [
+        ("public", True, "the collection has no groups", [], []),
+        ("member", True, "member of hr", ["hr"], ["hr", "legal"]),
+        ("not_a_member", False, "the collection is restricted to groups these groups do not include", [], ["finance"]),
+        ("collection_replaced", False, "a different collection now has this name; reassign it to search it", [], None),
+    ]
+    assert [(reason, searchable, matched, shown) for reason, searchable, _, matched, shown in explained[4:]] == [
+        ("identity_invalid", False, [], None),
+        ("provider_mismatch", False, [], None),
+        ("identity_missing", False, [], None),
+        ("provider_unavailable", False, [], None),
+    ]
+    details = [detail for _, _, detail, _, _ in explained[4:]]
+    assert "/model" in details[0]
+    assert details[1:3] == ["identity names vectorProvider 'pgvector'", "no identity record"]
+    assert "weaviate" in details[3]
+    assert [(v.vector_provider, v.collection) for v, _ in verdicts] == [
+        (a.vector_provider, a.name) for a in assignments
+    ]
+    assert [s is not None for _, s in verdicts] == [True, True, True, False, False, False, False, False]
+
+    statuses = await IdentityReader(vectors).read_live([(a.vector_provider, a.name) for a in assignments])
+    decided = [decide(a, s, groups) for a, s in zip(assignments, statuses, strict=True)]
+    assert [v.reason for v, _ in verdicts] == decided
+    retrieval = await retriever.retrieve(assignments, groups, QUESTION)
+    assert [c.text for c in retrieval.chunks] == ["public", "member"]
+    assert retrieval.collections_searched == 2
+
+
+# retrieve()
+
+
+async def test_hits_of_collections_in_several_stores_are_merged_by_score(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    handbook = await shelf.collection(chunks=[Placed(score=0.9, content="a-high"), Placed(score=0.5, content="a-low")])
+    policies = await shelf.collection(
+        "pgvector", groups=["hr"], chunks=[Placed(score=0.7, content="b-high"), Placed(score=0.3, content="b-low")]
+    )
+
+    retrieval = await _retriever(vectors, embedders).retrieve(
+        [assignment(handbook), assignment(policies)], frozenset({"hr"}), QUESTION
+    )
+
+    assert _found(retrieval.chunks) == [
+        (handbook.name, "a-high", 0.9),
+        (policies.name, "b-high", 0.7),
+        (handbook.name, "a-low", 0.5),
+        (policies.name, "b-low", 0.3),
+    ]
+    assert [c.vector_provider for c in retrieval.chunks] == ["qdrant", "pgvector", "qdrant", "pgvector"]
+    assert [c.instruction for c in retrieval.chunks[:2]] == [f"{handbook.name} notes", f"{policies.name} notes"]
+    assert [c.distance for c in retrieval.chunks] == pytest.approx([0.1, 0.3, 0.5, 0.7], abs=1e-4)
+    assert retrieval.collections_searched == 2
+
+
+async def test_a_document_found_through_two_collections_is_one_passage_at_its_best_score(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    shared = str(uuid.uuid4())
+    first = await shelf.collection(
+        chunks=[
+            Placed(score=0.6, content="Garage B is for everyone.", document_id=shared),
+            Placed(score=0.7, content="Bicycles go in the courtyard."),
+        ]
+    )
+    second = await shelf.collection(chunks=[Placed(score=0.8, content="Garage B is for everyone.", document_id=shared)])
+
+    retrieval = await _retriever(vectors, embedders).retrieve(
+        [assignment(first), assignment(second)], frozenset(), QUESTION
+    )
+
+    assert _found(retrieval.chunks) == [
+        (second.name, "Garage B is for everyone.", 0.8),
+        (first.name, "Bicycles go in the courtyard.", 0.7),
+    ]
+
+
+async def test_children_of_one_parent_are_one_passage_that_reads_the_parent(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    document = str(uuid.uuid4())
+    handbook = await shelf.collection(
+        chunks=[
+            Placed(score=0.8, content="child one", document_id=document, parent_content="Parent one."),
+            Placed(score=0.6, content="child two", document_id=document, parent_content="Parent one."),
+            Placed(score=0.7, content="child three", document_id=document, parent_content="Parent two."),
+            Placed(score=0.5, content="a plain chunk", document_id=document),
+        ]
+    )
+
+    retrieval = await _retriever(vectors, embedders).retrieve([assignment(handbook)], frozenset(), QUESTION)
+
+    assert [(c.text, c.context, round(c.score, 4)) for c in retrieval.chunks] == [
+        ("child one", "Parent one.", 0.8),
+        ("child three", "Parent two.", 0.7),
+        ("a plain chunk", "a plain chunk", 0.5),
+    ]
+
+
+async def test_top_k_and_max_distance_apply_to_each_assignment_alone(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    few = await shelf.collection(chunks=[Placed(score=s, content=f"few {s}") for s in (0.9, 0.8, 0.7)])
+    near = await shelf.collection(chunks=[Placed(score=s, content=f"near {s}") for s in (0.85, 0.75, 0.5)])
+
+    retrieval = await _retriever(vectors, embedders).retrieve(
+        [assignment(few, top_k=1), assignment(near, top_k=5, max_distance=0.3)], frozenset(), QUESTION
+    )
+
+    assert _found(retrieval.chunks) == [
+        (few.name, "few 0.9", 0.9),
+        (near.name, "near 0.85", 0.85),
+        (near.name, "near 0.75", 0.75),
+    ]
+
+
+async def test_nothing_the_user_may_search_is_an_empty_retrieval_not_an_outage(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    restricted = await shelf.collection(groups=["finance"], chunks=[Placed(score=0.9, content="salaries")])
+    missing = msgspec.structs.replace(assignment(restricted), name="Nowhere")
+
+    retrieval = await _retriever(vectors, embedders).retrieve(
+        [assignment(restricted), missing], frozenset({"hr"}), QUESTION
+    )
+
+    assert (retrieval.chunks, retrieval.collections_searched) == ([], 0)
+
+
+async def test_a_collection_dropped_mid_question_contributes_nothing_and_fails_nothing(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    """Its identity was read (and cached) just before it went: its search fails alone."""
+    kept = await shelf.collection(chunks=[Placed(score=0.9, content="kept")])
+    dropped = await shelf.collection(chunks=[Placed(score=0.95, content="dropped")])
+    retriever = _retriever(vectors, embedders, ttl=60)
+    await retriever.identities.read_many([("qdrant", kept.name), ("qdrant", dropped.name)])
+    await vectors.get("qdrant").drop_collection(dropped.name)
+
+    retrieval = await retriever.retrieve([assignment(kept), assignment(dropped)], frozenset(), QUESTION)
+
+    assert _found(retrieval.chunks) == [(kept.name, "kept", 0.9)]
+    assert retrieval.collections_searched == 2
+
+
+def _down() -> Unavailable:
+    return Unavailable("PostgreSQL is unreachable", code="vector_store_unavailable")
+
+
+class PgVectorUnreachable(PgVectorStore):
+    """The real pgvector adapter with PostgreSQL out of reach: it raises what the adapter raises then. No remote
+    service is imitated, only the failure."""
+
+    async def read_identity(self, name: str) -> dict[str, Any] | None:
+        raise _down()
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        raise _down()
+
+
+class PgVectorSearchesDown(PgVectorStore):
+    """The real pgvector adapter whose database went away after the identities were read."""
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        raise _down()
+
+
+class PgVectorEachSearchUnavailable(PgVectorStore):
+    """The real pgvector adapter answering each search of the batch with Unavailable (each one-by-one search lost
+    its connection)."""
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        return [_down() for _ in searches]
+
+
+OUTAGES = ["unknown-provider", "identity-reads-down", "searches-down", "each-search-unavailable"]
+
+
+async def _down_store(outage: str, shelf: Shelf, vectors: VectorRegistry) -> tuple[VectorRegistry, Assignment]:
+    """The registry with one store down in the way named, and an assignment of a public collection in it."""
+    identity = await shelf.collection("pgvector", chunks=[Placed(score=0.95, content="unreachable")])
+    broken = {
+        "identity-reads-down": PgVectorUnreachable,
+        "searches-down": PgVectorSearchesDown,
+        "each-search-unavailable": PgVectorEachSearchUnavailable,
+    }
+    if outage == "unknown-provider":
+        return vectors, msgspec.structs.replace(assignment(identity), vector_provider="weaviate")
+    return vectors.replacing("pgvector", broken[outage](_pgvector(vectors).pool)), assignment(identity)
+
+
+@pytest.mark.parametrize("outage", OUTAGES)
+async def test_a_question_no_store_can_answer_is_vector_store_unavailable(
+    outage: str, shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    """An answer from no sources would read like "the documents do not say": it is an error instead."""
+    registry, down = await _down_store(outage, shelf, vectors)
+
+    with pytest.raises(Unavailable) as raised:
+        await _retriever(registry, embedders).retrieve([down], frozenset(), QUESTION)
+
+    assert raised.value.code == "vector_store_unavailable"
+
+
+@pytest.mark.parametrize("outage", OUTAGES)
+async def test_a_partial_outage_answers_from_the_stores_that_are_up(
+    outage: str, shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    registry, down = await _down_store(outage, shelf, vectors)
+    up = await shelf.collection(chunks=[Placed(score=0.9, content="reachable")])
+
+    retrieval = await _retriever(registry, embedders).retrieve([down, assignment(up)], frozenset(), QUESTION)
+
+    assert _found(retrieval.chunks) == [(up.name, "reachable", 0.9)]
