@@ -1,0 +1,104 @@
+"""The npm package ``@ragu/schemas`` (js/schemas) judges every golden case as the Python validator does.
+
+One ``node`` process validates every case with the built package, so that TypeScript applications
+and ours accept and reject the same records, for the same reasons. Build the package first with
+``npm ci --prefix js/schemas`` (``.ci/run`` does).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas import SCHEMA_NAMES, errors, load, schema_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "js" / "schemas"
+GOLDEN = Path(__file__).parent / "golden"
+BUILD_HINT = "build the npm package first: npm ci --prefix js/schemas"
+
+# Reads [{name, data}] on stdin; writes what the package says about each, and about an unknown name.
+NODE_SCRIPT = """
+const pkg = require(process.argv[1]);
+const cases = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
+const out = {
+  names: pkg.SCHEMA_NAMES,
+  schemas: Object.fromEntries(pkg.SCHEMA_NAMES.map((name) => [name, pkg.schema(name)])),
+  violations: cases.map((c) => pkg.validate(c.name, c.data)),
+  valid: cases.map((c) => pkg.isValid(c.name, c.data)),
+};
+try { pkg.validate("nope", {}); } catch (e) {
+  out.unknown = { message: e.message, isUnknownSchema: e instanceof pkg.UnknownSchema };
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def _cases() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, case) for name in SCHEMA_NAMES for case in json.loads((GOLDEN / f"{name}.json").read_text("utf-8"))]
+
+
+CASES = _cases()
+
+
+@functools.cache
+def _node() -> dict[str, Any]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail(f"Node.js (node) is not on PATH; install it (apt-get install nodejs npm), then {BUILD_HINT}")
+    if not (PACKAGE / "node_modules").is_dir() or not (PACKAGE / "dist").is_dir():
+        pytest.fail(f"js/schemas is not built; {BUILD_HINT}")
+    stdin = json.dumps([{"name": name, "data": case["data"]} for name, case in CASES])
+    done = subprocess.run(  # noqa: S603 - our own script, run by the node found on PATH
+        [node, "-e", NODE_SCRIPT, str(PACKAGE)], input=stdin, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_the_package_ships_every_schema_file_unchanged() -> None:
+    out = _node()
+
+    assert out["names"] == list(SCHEMA_NAMES)
+    for name in SCHEMA_NAMES:
+        built = (PACKAGE / "dist" / f"{name}.schema.json").read_bytes()
+        assert built == schema_bytes(name), "js/schemas/dist is stale; run: npm run build --prefix js/schemas"
+        assert out["schemas"][name] == load(name)
+        assert out["schemas"][name]["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        assert out["schemas"][name]["$id"] == f"https://ragu.dev/schemas/{name}.schema.json"
+
+
+def test_the_generated_types_declare_one_interface_per_schema() -> None:
+    types = (PACKAGE / "dist" / "types.d.ts").read_text("utf-8")
+
+    assert "export interface Identity {" in types
+    assert "export interface TextPayload {" in types
+    assert 'export interface Schemas {\n  "identity": Identity;\n  "text-payload": TextPayload;\n}' in types
+
+
+@pytest.mark.parametrize(
+    ("index", "name", "case"),
+    [pytest.param(i, name, case, id=f"{name}: {case['description']}") for i, (name, case) in enumerate(CASES)],
+)
+def test_the_package_reaches_the_python_verdict_and_violations(index: int, name: str, case: dict[str, Any]) -> None:
+    out = _node()
+    ours = [(v.path, v.validator) for v in errors(name, case["data"])]
+    theirs = [(v["path"], v["validator"]) for v in out["violations"][index]]
+
+    assert out["valid"][index] is case["valid"]
+    assert (not ours) is case["valid"]
+    assert theirs == ours == [(v["path"], v["validator"]) for v in case.get("violations", [])]
+
+
+def test_an_unknown_schema_name_is_refused_with_the_known_ones() -> None:
+    assert _node()["unknown"] == {
+        "message": 'unknown schema "nope"; known schemas: identity, text-payload',
+        "isUnknownSchema": True,
+    }
