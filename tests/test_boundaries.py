@@ -15,6 +15,7 @@ FORBIDDEN = {
     "chonkit": {"kappi", "ragu"},
     "kappi": {"chonkit", "ragu"},
     "console": {"chonkit", "kappi", "ragu"},  # the console speaks to the services over HTTP only
+    "ragu_client": {"common", "chonkit", "kappi", "ragu", "console", "schemas"},  # httpx and msgspec only
 }
 
 

@@ -1,0 +1,74 @@
+"""Kappi's user API: the agents you may use, questions (stateless, retrieval only, or in a chat, streamed)
+and your chats. Everything answers as the token's user: access is the server's decision, made per call."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from uuid import UUID
+
+import msgspec
+
+from ragu_client.http import Service
+from ragu_client.models import (
+    Answer,
+    AnswerEvent,
+    AnswerToken,
+    Chat,
+    ChatCreate,
+    ChatDetail,
+    ChatRename,
+    Done,
+    QueryAnswer,
+    Question,
+    Retrieved,
+    RetrieveRequest,
+    Sources,
+    UserAgent,
+)
+
+_EVENTS: dict[str, type[AnswerEvent]] = {"sources": Sources, "token": AnswerToken, "done": Done}
+
+
+class KappiClient(Service):
+    async def agents(self) -> list[UserAgent]:
+        return await self._call("GET", "/agents", list[UserAgent])
+
+    async def agent(self, agent_id: UUID | str) -> UserAgent:
+        return await self._call("GET", f"/agents/{agent_id}", UserAgent)
+
+    async def query(self, agent_id: UUID | str, content: str) -> QueryAnswer:
+        """Ask once, without a chat: the answer with its citations; nothing is stored."""
+        return await self._call("POST", f"/agents/{agent_id}/query", QueryAnswer, body=Question(content=content))
+
+    async def retrieve(self, agent_id: UUID | str, content: str, top_k: int | None = None) -> Retrieved:
+        """The passages a question finds, best first, without an answer (no LLM is called)."""
+        body = RetrieveRequest(content=content, top_k=top_k)
+        return await self._call("POST", f"/agents/{agent_id}/retrieve", Retrieved, body=body)
+
+    async def create_chat(self, agent_id: UUID | str, title: str | None = None) -> Chat:
+        return await self._call("POST", "/chats", Chat, body=ChatCreate(agent_id=UUID(str(agent_id)), title=title))
+
+    async def chats(self, limit: int = 50, offset: int = 0) -> list[Chat]:
+        return await self._call("GET", "/chats", list[Chat], params={"limit": limit, "offset": offset})
+
+    async def chat(self, chat_id: UUID | str) -> ChatDetail:
+        return await self._call("GET", f"/chats/{chat_id}", ChatDetail)
+
+    async def rename_chat(self, chat_id: UUID | str, title: str) -> Chat:
+        return await self._call("PATCH", f"/chats/{chat_id}", Chat, body=ChatRename(title=title))
+
+    async def delete_chat(self, chat_id: UUID | str) -> None:
+        await self._send("DELETE", f"/chats/{chat_id}")
+
+    async def ask(self, chat_id: UUID | str, content: str) -> Answer:
+        """A question in a chat, answered as a whole (the chat's recent turns go with it)."""
+        return await self._call("POST", f"/chats/{chat_id}/messages", Answer, body=Question(content=content))
+
+    async def ask_streamed(self, chat_id: UUID | str, content: str) -> AsyncIterator[AnswerEvent]:
+        """:class:`Sources`, then :class:`AnswerToken`\\ s, then :class:`Done`; a failed answer raises
+        :class:`~ragu_client.http.RaguError` with its code. Leaving the loop early stops the answer."""
+        events = self._events("POST", f"/chats/{chat_id}/messages/stream", body=Question(content=content))
+        async for name, data in events:
+            kind = _EVENTS.get(name)
+            if kind is not None:  # an event kind added later is skipped, not an error
+                yield msgspec.json.decode(data, type=kind)

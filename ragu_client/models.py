@@ -1,0 +1,273 @@
+"""What the client reads and sends: kappi's user API and chonkit's admin API, as msgspec Structs.
+
+Each Struct is named as the component of the service's OpenAPI document it mirrors, and
+``tests/ragu_client/test_openapi_models.py`` checks every field against it, so a changed API fails CI
+instead of a caller. Fields the services add later are ignored when decoding (no ``forbid_unknown_fields``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+import msgspec
+
+# kappi: the user API
+
+
+class UserAgent(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    name: str
+    description: str
+    llm_model: str
+
+
+class Citation(msgspec.Struct, frozen=True, kw_only=True):
+    """One passage, numbered as the ``[n]`` markers of an answer."""
+
+    citation: int
+    collection: str
+    vector_provider: str
+    document_id: str
+    document_name: str | None
+    page_start: int | None
+    page_end: int | None
+    text: str
+    score: float
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class Timings(msgspec.Struct, frozen=True, kw_only=True):
+    embed_ms: float
+    search_ms: float
+    llm_ms: float
+    total_ms: float
+
+
+class RetrievalTimings(msgspec.Struct, frozen=True, kw_only=True):
+    embed_ms: float
+    search_ms: float
+
+
+class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    answer: str
+    citations: list[Citation]
+    usage: Usage
+    timings: Timings
+
+
+class Retrieved(msgspec.Struct, frozen=True, kw_only=True):
+    citations: list[Citation]
+    timings: RetrievalTimings
+
+
+class Chat(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    agent_id: UUID
+    agent_name: str | None
+    agent_available: bool
+    title: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    role: Literal["user", "assistant"]
+    content: str
+    status: Literal["pending", "complete", "error", "cancelled"]
+    agent_version: int | None
+    citations: list[Citation]
+    usage: Usage | None
+    timings: Timings | None
+    error_code: str | None
+    created_at: datetime
+    withheld: bool = False
+
+
+class ChatDetail(msgspec.Struct, frozen=True, kw_only=True):
+    chat: Chat
+    messages: list[Message]
+
+
+class Answer(msgspec.Struct, frozen=True, kw_only=True):
+    question: Message
+    answer: Message
+
+
+class Question(msgspec.Struct, frozen=True, kw_only=True):
+    content: str
+
+
+class RetrieveRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    content: str
+    top_k: int | None = None
+
+
+class ChatCreate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    agent_id: UUID
+    title: str | None = None
+
+
+class ChatRename(msgspec.Struct, frozen=True, kw_only=True):
+    title: str
+
+
+# kappi: the events of a streamed answer (SSE; named by their ``event:`` field)
+
+
+class Sources(msgspec.Struct, frozen=True, kw_only=True):
+    """First: the passages the answer will cite."""
+
+    citations: list[Citation]
+
+
+class AnswerToken(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer text, in order."""
+
+    text: str
+
+
+class Done(msgspec.Struct, frozen=True, kw_only=True):
+    """Last, when the answer is complete."""
+
+    message_id: UUID | None
+    usage: Usage
+    timings: Timings
+    sources_used: int
+
+
+AnswerEvent = Sources | AnswerToken | Done
+
+# chonkit: the admin API
+
+
+class Document(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    name: str
+    label: str | None
+    tags: list[str]
+    doc_type: str
+    media_type: str
+    sha256: str
+    size_bytes: int
+    page_count: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class FileProblem(msgspec.Struct, frozen=True, kw_only=True):
+    """Why one uploaded file was rejected."""
+
+    status: int
+    code: str
+    detail: str
+
+
+class UploadResult(msgspec.Struct, frozen=True, kw_only=True):
+    filename: str
+    status: Literal["created", "duplicate", "rejected"]
+    document: Document | None = None
+    error: FileProblem | None = None
+
+
+class UploadResponse(msgspec.Struct, frozen=True, kw_only=True):
+    results: list[UploadResult]
+
+
+class Collection(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    name: str
+    vector_provider: str
+    embedding_provider: str
+    model: str
+    dimension: int
+    groups: list[str]
+    document_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class CollectionCreate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    name: str
+    vector_provider: str = "pgvector"
+    embedding_provider: str = "local"
+    model: str | None = None
+    groups: list[str] = msgspec.field(default_factory=list)
+
+
+class GroupsUpdate(msgspec.Struct, frozen=True, kw_only=True):
+    groups: list[str]
+
+
+class DocumentIds(msgspec.Struct, frozen=True, kw_only=True):
+    document_ids: list[UUID]
+
+
+Stage = Literal["queued", "parsing", "chunking", "embedding", "writing", "done", "skipped", "failed", "cancelled"]
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+
+
+class JobItem(msgspec.Struct, frozen=True, kw_only=True):
+    document_id: UUID
+    document_name: str | None
+    stage: Stage
+    error_code: str | None
+    error: str | None
+    reason: str | None
+    attempts: int
+    chunks: int | None
+    tokens: int | None
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """A job as ``GET /jobs/{id}`` shows it, and each ``job`` event of its stream (``items``: those changed)."""
+
+    id: UUID
+    collection_id: UUID
+    kind: Literal["embed", "remove"]
+    status: JobStatus
+    cancel_requested: bool
+    created_at: datetime
+    progress: dict[str, int]
+    total: int
+    items: list[JobItem]
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed", "cancelled")
+
+
+class JobCreated(msgspec.Struct, frozen=True, kw_only=True):
+    job: Job | None
+    """``None`` when every document was already queued or running in another job."""
+    already_queued: list[UUID]
+
+
+class SearchRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    query: str
+    limit: int = 5
+    max_distance: float | None = None
+
+
+class MatchedChunk(msgspec.Struct, frozen=True, kw_only=True):
+    score: float
+    distance: float
+    document_id: str
+    document_name: str | None
+    chunk_index: int | None
+    content: str
+    page_start: int | None
+    page_end: int | None
+    heading_path: list[str]
+
+
+class SearchResponse(msgspec.Struct, frozen=True, kw_only=True):
+    hits: list[MatchedChunk]
+    embed_ms: float
+    search_ms: float
