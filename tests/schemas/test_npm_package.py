@@ -1,7 +1,8 @@
 """The npm package ``@ragu/schemas`` (js/schemas) judges every golden case as the Python validator does.
 
 One ``node`` process validates every case with the built package, so that TypeScript applications
-and ours accept and reject the same records, for the same reasons. Build the package first with
+and ours accept and reject the same records, for the same reasons; ``tsc`` holds the generated types
+to the same cases. Build the package first with
 ``npm ci --prefix js/schemas`` (``.ci/run`` does).
 """
 
@@ -39,6 +40,28 @@ try { pkg.validate("nope", {}); } catch (e) {
 process.stdout.write(JSON.stringify(out));
 """
 
+# The keywords a TypeScript type expresses too; a record breaking one of them must not type-check.
+SHAPE_KEYWORDS = {"type", "required", "additionalProperties", "minItems"}
+
+# The declared API in use; tsc checks it against index.d.ts and the generated types.
+TS_API_USE = """
+import { SCHEMA_NAMES, UnknownSchema, isValid, schema, validate } from PACKAGE;
+import type { Identity, SchemaName, Schemas, TextPayload, Violation } from PACKAGE;
+const names: readonly SchemaName[] = SCHEMA_NAMES;
+const found: Violation[] = validate(names[0], {});
+const where: string[] = found.map((violation) => violation.path + violation.validator + violation.message);
+// @ts-expect-error only published schema names
+validate("nope", {});
+const unknownName: string = new UnknownSchema("nope").schemaName;
+const file: Record<string, unknown> = schema("identity");
+export function narrowed(value: unknown): string | undefined {
+  if (isValid("identity", value)) return (value satisfies Identity).name;
+  if (isValid("text-payload", value)) return (value satisfies TextPayload).content;
+}
+export const used = [where, unknownName, file];
+export type Both = Schemas["identity"] | Schemas["text-payload"];
+"""
+
 
 def _cases() -> list[tuple[str, dict[str, Any]]]:
     return [(name, case) for name in SCHEMA_NAMES for case in json.loads((GOLDEN / f"{name}.json").read_text("utf-8"))]
@@ -47,13 +70,18 @@ def _cases() -> list[tuple[str, dict[str, Any]]]:
 CASES = _cases()
 
 
-@functools.cache
-def _node() -> dict[str, Any]:
+def _node_binary() -> str:
     node = shutil.which("node")
     if node is None:
         pytest.fail(f"Node.js (node) is not on PATH; install it (apt-get install nodejs npm), then {BUILD_HINT}")
     if not (PACKAGE / "node_modules").is_dir() or not (PACKAGE / "dist").is_dir():
         pytest.fail(f"js/schemas is not built; {BUILD_HINT}")
+    return node
+
+
+@functools.cache
+def _node() -> dict[str, Any]:
+    node = _node_binary()
     stdin = json.dumps([{"name": name, "data": case["data"]} for name, case in CASES])
     done = subprocess.run(  # noqa: S603 - our own script, run by the node found on PATH
         [node, "-e", NODE_SCRIPT, str(PACKAGE)], input=stdin, capture_output=True, text=True, check=False, timeout=60
@@ -75,12 +103,25 @@ def test_the_package_ships_every_schema_file_unchanged() -> None:
         assert out["schemas"][name]["$id"] == f"https://ragu.dev/schemas/{name}.schema.json"
 
 
-def test_the_generated_types_declare_one_interface_per_schema() -> None:
-    types = (PACKAGE / "dist" / "types.d.ts").read_text("utf-8")
+def test_the_generated_types_accept_each_golden_record_unless_its_shape_is_wrong(tmp_path: Path) -> None:
+    """Each case becomes one typed TypeScript constant; ``tsc`` must refuse exactly the misshapen ones.
 
-    assert "export interface Identity {" in types
-    assert "export interface TextPayload {" in types
-    assert 'export interface Schemas {\n  "identity": Identity;\n  "text-payload": TextPayload;\n}' in types
+    Types cannot see ``pattern`` or ``minLength``, so records that break only those must compile.
+    """
+    node = _node_binary()
+    lines = [TS_API_USE.replace("PACKAGE", json.dumps(str(PACKAGE)))]
+    for index, (name, case) in enumerate(CASES):
+        if {v["validator"] for v in case.get("violations", [])} & SHAPE_KEYWORDS:
+            lines.append(f"// @ts-expect-error {case['description']}")
+        lines.append(f"export const case{index}: Schemas[{json.dumps(name)}] = {json.dumps(case['data'])};")
+    checked = tmp_path / "golden.ts"
+    checked.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tsc = [node, str(PACKAGE / "node_modules" / "typescript" / "bin" / "tsc"), "--noEmit", "--strict"]
+    options = ["--module", "nodenext", "--moduleResolution", "nodenext", "--types", "", str(checked)]
+
+    done = subprocess.run([*tsc, *options], capture_output=True, text=True, check=False, timeout=60)  # noqa: S603
+
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(
