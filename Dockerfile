@@ -13,7 +13,7 @@ COPY kappi ./kappi
 COPY ragu ./ragu
 COPY migrations ./migrations
 # Editable, so `ragu migrate` finds migrations/ beside the packages.
-RUN pip install -e . \
+RUN pip install -e ./schemas -e . \
     && useradd --system --uid 10001 --home /data ragu \
     && mkdir -p /data && chown ragu /data
 
