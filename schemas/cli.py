@@ -54,9 +54,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``ragu schemas`` on its own; ``argv`` excludes the program name (defaults to ``sys.argv[1:]``)."""
+    """The ``ragu-schemas`` command (and ``python -m schemas``): ``ragu schemas`` without the rest of Ragu.
+
+    ``argv`` excludes the program name (defaults to ``sys.argv[1:]``).
+    """
     parser = argparse.ArgumentParser(
-        prog="ragu schemas", description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="ragu-schemas", description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     _add_commands(parser)
     try:

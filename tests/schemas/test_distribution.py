@@ -149,3 +149,7 @@ def test_its_list_names_the_same_ids(fresh_venv: Path, tmp_path: Path) -> None:
     assert [line.split()[1] for line in alone.splitlines()] == [
         f"https://ragu.dev/schemas/{name}.schema.json" for name in SCHEMA_NAMES
     ]
+
+
+def test_its_usage_names_the_command_a_user_typed(fresh_venv: Path, tmp_path: Path) -> None:
+    assert _checked([fresh_venv / "ragu-schemas", "--help"], tmp_path).startswith("usage: ragu-schemas ")
