@@ -7,6 +7,7 @@ One embedded PostgreSQL and one server serve the module; the default ``extractiv
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -29,7 +30,7 @@ from ragu_client import (
     RaguError,
 )
 from ragu_client.models import AnswerToken, Collection, Done, Job, SearchResponse, Sources, UploadResponse
-from tests.hardening.live_stack import Postgres, RaguServer, eventually
+from tests.hardening.live_stack import REPO, Postgres, RaguServer, eventually
 
 SECRET = "live-client-hs256-secret-0123456789abcdef"
 QUESTION = "How many vacation days do employees get?"
@@ -259,3 +260,15 @@ async def test_the_input_filter_puts_the_users_passages_before_the_system_prompt
     assert system == "<context>\n" + "\n\n".join(d.content for d in passages) + "\n</context>\nAnswer briefly."
     assert "25 vacation days" in system
     assert "NDAs" not in system
+
+
+async def test_the_docs_example_runs_as_written(live: Live) -> None:
+    page = (REPO / "docs" / "clients.md").read_text()
+    match = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+    assert match, "docs/clients.md has a python block"
+    namespace: dict[str, Any] = {}
+    exec(compile(match.group(1), "docs/clients.md", "exec"), namespace)  # noqa: S102 -- our own docs
+    kappi_url, token = f"{live.server.base_url}/kappi", live.token("alice", "hr")
+    system = await namespace["grounded"](kappi_url, token, live.agent_id, "How many vacation days do we get?")
+    assert system.startswith("<context>\nVacation: employees get 25 vacation days per year.")
+    assert system.endswith("\n</context>\nAnswer from the context only.")
