@@ -11,6 +11,7 @@ COPY common ./common
 COPY chonkit ./chonkit
 COPY kappi ./kappi
 COPY ragu ./ragu
+COPY console ./console
 COPY migrations ./migrations
 # Editable, so `ragu migrate` finds migrations/ beside the packages.
 RUN pip install -e ./schemas -e . \
