@@ -3,7 +3,8 @@ embed documents and follow the job to its end, and search a collection (the admi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, Sequence
 from uuid import UUID
 
 import msgspec
@@ -66,18 +67,20 @@ class ChonkitClient(Service):
     async def job(self, job_id: UUID | str) -> Job:
         return await self._call("GET", f"/jobs/{job_id}", Job)
 
-    async def follow_job(self, job_id: UUID | str) -> AsyncIterator[Job]:
+    async def follow_job(self, job_id: UUID | str) -> AsyncGenerator[Job, None]:
         """The job's events as they happen: first its counts, then each change (``items``: the items that
         changed), ending when the job finishes."""
-        async for name, data in self._events("GET", f"/jobs/{job_id}/events"):
-            if name == "job":
-                yield msgspec.json.decode(data, type=Job)
+        async with contextlib.aclosing(self._events("GET", f"/jobs/{job_id}/events")) as events:
+            async for name, data in events:
+                if name == "job":
+                    yield msgspec.json.decode(data, type=Job)
 
     async def wait_for_job(self, job_id: UUID | str) -> Job:
         """Follow the job until it finishes, then the whole job (its status may be ``failed``: check it)."""
-        async for update in self.follow_job(job_id):
-            if update.finished:
-                break
+        async with contextlib.aclosing(self.follow_job(job_id)) as updates:  # closes the stream at once
+            async for update in updates:
+                if update.finished:
+                    break
         return await self.job(job_id)
 
     async def search(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -77,7 +77,7 @@ class Service:
             raise _problem(response)
         return response
 
-    async def _events(self, method: str, path: str, *, body: Any = None) -> AsyncIterator[tuple[str, bytes]]:
+    async def _events(self, method: str, path: str, *, body: Any = None) -> AsyncGenerator[tuple[str, bytes], None]:
         """(event name, data) of a Server-Sent Events response, as each arrives; an ``error`` event raises."""
         headers = await self._headers(body)
         content = None if body is None else msgspec.json.encode(body)

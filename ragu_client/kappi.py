@@ -3,7 +3,8 @@ and your chats. Everything answers as the token's user: access is the server's d
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator
 from uuid import UUID
 
 import msgspec
@@ -64,11 +65,13 @@ class KappiClient(Service):
         """A question in a chat, answered as a whole (the chat's recent turns go with it)."""
         return await self._call("POST", f"/chats/{chat_id}/messages", Answer, body=Question(content=content))
 
-    async def ask_streamed(self, chat_id: UUID | str, content: str) -> AsyncIterator[AnswerEvent]:
+    async def ask_streamed(self, chat_id: UUID | str, content: str) -> AsyncGenerator[AnswerEvent, None]:
         """:class:`Sources`, then :class:`AnswerToken`\\ s, then :class:`Done`; a failed answer raises
-        :class:`~ragu_client.http.RaguError` with its code. Leaving the loop early stops the answer."""
+        :class:`~ragu_client.http.RaguError` with its code. Closing the iterator (``contextlib.aclosing``)
+        closes the connection at once, which stops an answer still being written."""
         events = self._events("POST", f"/chats/{chat_id}/messages/stream", body=Question(content=content))
-        async for name, data in events:
-            kind = _EVENTS.get(name)
-            if kind is not None:  # an event kind added later is skipped, not an error
-                yield msgspec.json.decode(data, type=kind)
+        async with contextlib.aclosing(events):
+            async for name, data in events:
+                kind = _EVENTS.get(name)
+                if kind is not None:  # an event kind added later is skipped, not an error
+                    yield msgspec.json.decode(data, type=kind)
