@@ -25,3 +25,5 @@ _.render, _.receive_router
 _.in_memory, current_heads
 # The published contract's API for other applications.
 parse_text_payload
+# ragu_client's public API for other applications (its tests call every method; vulture reads packages only).
+_.add_documents, _.wait_for_job, _.create_chat, _.rename_chat, _.delete_chat, _.ask_streamed, sources_used

@@ -207,7 +207,7 @@ class _Run:
 
     def take(self, step: Step) -> None:
         if isinstance(step, Retrieval):
-            self.retrieval, self.citations = step, _citations(step)
+            self.retrieval, self.citations = step, citations_of(step)
             self.llm_started = time.perf_counter()
         elif isinstance(step, Token):
             self.parts.append(step.text)
@@ -226,7 +226,8 @@ class _Run:
         )
 
 
-def _citations(retrieval: Retrieval) -> list[Citation]:
+def citations_of(retrieval: Retrieval) -> list[Citation]:
+    """The passages a retrieval found, numbered as an answer cites them."""
     return [
         Citation(
             citation=n,

@@ -25,8 +25,7 @@ from kappi.access.policy import agent_visible, readable
 from kappi.agent.cache import AgentCache
 from kappi.agent.models import Agent
 from kappi.agent.repository import AgentRepository
-from kappi.chat.answering import Answerer, AnswerStream, Prepared
-from kappi.chat.answering import _citations as citations_of
+from kappi.chat.answering import Answerer, AnswerStream, Prepared, citations_of
 from kappi.chat.models import (
     Answer,
     Chat,
