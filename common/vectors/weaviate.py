@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -332,28 +332,18 @@ class WeaviateStore:
             raise await self._translated(exc, name) from exc
 
     async def set_groups(self, name: str, groups: Sequence[str]) -> None:
+        """Identity first, then every chunk re-inserted with its vector (no bulk update exists)."""
         checked_name(name)
-        """Identity first, then every chunk re-inserted in batches with its vector (no bulk update exists)."""
         current = await self._stored_identity(name)
         groups = list(groups)
         await self.write_identity(msgspec.structs.replace(current, groups=groups or msgspec.UNSET))
-        collection = self._client.collections.use(name)
-        batch: list[DataObject[dict[str, Any], None]] = []
-        try:
-            async for obj in collection.iterator(include_vector=True, cache_size=WRITE_BATCH):
-                if obj.uuid.int == 0:
-                    continue
-                properties = stored_properties(obj.properties)
-                properties.pop("groups", None)
-                if groups:
-                    properties["groups"] = groups
-                batch.append(DataObject(properties=properties, uuid=obj.uuid, vector=obj.vector))
-                if len(batch) == WRITE_BATCH:
-                    await _insert(collection, batch)
-                    batch = []
-            await _insert(collection, batch)
-        except WeaviateBaseError as exc:
-            raise await self._translated(exc, name) from exc
+
+        def regrouped(properties: Mapping[str, Any]) -> dict[str, Any]:
+            changed = stored_properties(properties)
+            changed.pop("groups", None)
+            return {**changed, "groups": groups} if groups else changed
+
+        await self._rewrite_chunks(name, regrouped)
 
     async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
         checked_name(name)
@@ -378,17 +368,24 @@ class WeaviateStore:
         scan covers the whole collection, as :meth:`document_ids` does — renames are rare)."""
         checked_name(name)
         await self._require(name)
+
+        def renamed(properties: Mapping[str, Any]) -> dict[str, Any] | None:
+            if properties.get("document_id") != document_id or properties.get("document_name") == document_name:
+                return None
+            return {**stored_properties(properties), "document_name": document_name}
+
+        await self._rewrite_chunks(name, renamed)
+
+    async def _rewrite_chunks(self, name: str, rewrite: Callable[[Mapping[str, Any]], dict[str, Any] | None]) -> None:
+        """Every chunk ``rewrite`` gives new properties (``None``: leave it) re-inserted, in batches, with its
+        vector; never the identity."""
         collection = self._client.collections.use(name)
         batch: list[DataObject[dict[str, Any], None]] = []
         try:
             async for obj in collection.iterator(include_vector=True, cache_size=WRITE_BATCH):
-                properties = obj.properties
-                if obj.uuid.int == 0 or properties.get("document_id") != document_id:
+                if obj.uuid.int == 0 or (properties := rewrite(obj.properties)) is None:
                     continue
-                if properties.get("document_name") == document_name:
-                    continue
-                renamed = {**stored_properties(properties), "document_name": document_name}
-                batch.append(DataObject(properties=renamed, uuid=obj.uuid, vector=obj.vector))
+                batch.append(DataObject(properties=properties, uuid=obj.uuid, vector=obj.vector))
                 if len(batch) == WRITE_BATCH:
                     await _insert(collection, batch)
                     batch = []
