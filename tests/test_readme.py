@@ -7,14 +7,12 @@ import asyncio
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from common.db import migrate as migrations
-from tests.hardening.live_stack import REPO, Postgres, RaguServer
+from tests.hardening.live_stack import REPO, RaguServer, served
 from tests.support.documents import pdf
 
 SECRET = "readme-hs256-secret-0123456789abcdef"
@@ -31,26 +29,8 @@ def first_session() -> str:
 
 @pytest.fixture(scope="module")
 async def server() -> AsyncIterator[tuple[RaguServer, dict[str, str]]]:
-    with tempfile.TemporaryDirectory(prefix="ragu-readme-") as name:
-        folder = Path(name)
-        postgres = Postgres(folder)
-        url = await postgres.start()
-        try:
-            await asyncio.to_thread(migrations.upgrade, url)
-            env = {
-                "DATABASE_URL": url,
-                "RAGU_DATA_DIR": str(folder / "data"),
-                "RAGU_AUTH_HS256_SECRET": SECRET,
-                "RAGU_AUTO_MIGRATE": "false",
-            }
-            running = RaguServer(env=env, log=folder / "serve.log")
-            await running.start()
-            try:
-                yield running, env
-            finally:
-                await running.terminate()
-        finally:
-            await postgres.stop()
+    async with served("ragu-readme-", SECRET) as running:
+        yield running.server, running.env
 
 
 async def test_the_first_session_runs_as_written(server: tuple[RaguServer, dict[str, str]], tmp_path: Path) -> None:

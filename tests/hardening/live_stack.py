@@ -14,8 +14,10 @@ import re
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +26,9 @@ import httpx
 import msgspec
 
 from chonkit.collection.reconcile import Drift, reconcile
+from common.config import Settings, load_settings
 from common.db import PoolDatabase
+from common.db import migrate as migrations
 from common.db.database import init_connection
 from common.db.embedded import EmbeddedPostgres, ensure_database, with_database
 from common.vectors.pgvector import PgVectorStore
@@ -136,6 +140,45 @@ class RaguServer:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         entries = re.split(r"\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", text)
         return "\n".join([e for e in entries if " ERROR " in e.partition("\n")[0]][-last:])
+
+
+class Served(msgspec.Struct, frozen=True, kw_only=True):
+    """A running ``ragu serve`` on its own migrated PostgreSQL, and the settings its tokens are signed with."""
+
+    server: RaguServer
+    settings: Settings
+    env: dict[str, str]
+
+
+@asynccontextmanager
+async def served(prefix: str, secret: str, **extra_env: str) -> AsyncIterator[Served]:
+    """An embedded PostgreSQL (migrated) and ``ragu serve`` on it in a temporary folder, for one test module.
+
+    Not below pytest's basetemp: as root, PostgreSQL runs as its own user, and every pytest start makes that
+    folder private again, after which ``pg_ctl`` can no longer reach its data.
+    """
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        folder = Path(name)
+        postgres = Postgres(folder)
+        url = await postgres.start()
+        try:
+            await asyncio.to_thread(migrations.upgrade, url)
+            settings = load_settings({}, data_dir=str(folder / "data"), auth_hs256_secret=secret)
+            env = {
+                "DATABASE_URL": url,
+                "RAGU_DATA_DIR": settings.data_dir,
+                "RAGU_AUTH_HS256_SECRET": secret,
+                "RAGU_AUTO_MIGRATE": "false",
+                **extra_env,
+            }
+            server = RaguServer(env=env, log=folder / "serve.log")
+            await server.start()
+            try:
+                yield Served(server=server, settings=settings, env=env)
+            finally:
+                await server.terminate()
+        finally:
+            await postgres.stop()
 
 
 class PausingOpenAIStandin(llm_standins.OpenAIStandin):

@@ -9,21 +9,17 @@ One embedded PostgreSQL and one server serve the module; the default ``extractiv
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from common.auth import mint_dev_token
-from common.config import Settings, load_settings
-from common.db import migrate as migrations
-from tests.hardening.live_stack import Postgres, RaguServer, eventually
+from common.config import Settings
+from tests.hardening.live_stack import RaguServer, eventually, served
 
 SECRET = "live-access-hs256-secret-0123456789abcdef"
 TRIALS = 20
@@ -45,28 +41,8 @@ class Live:
 
 @pytest.fixture(scope="module")
 async def live() -> AsyncIterator[Live]:
-    with tempfile.TemporaryDirectory(prefix="ragu-live-access-") as name:
-        folder = Path(name)
-        postgres = Postgres(folder)
-        url = await postgres.start()
-        try:
-            await asyncio.to_thread(migrations.upgrade, url)
-            settings = load_settings({}, data_dir=str(folder / "data"), auth_hs256_secret=SECRET)
-            env = {
-                "DATABASE_URL": url,
-                "RAGU_DATA_DIR": settings.data_dir,
-                "RAGU_AUTH_HS256_SECRET": SECRET,
-                "RAGU_AUTO_MIGRATE": "false",
-                "RAGU_WORKER_HEARTBEAT_SECONDS": "0.3",
-            }
-            server = RaguServer(env=env, log=folder / "serve.log")
-            await server.start()
-            try:
-                yield Live(server=server, settings=settings)
-            finally:
-                await server.terminate()
-        finally:
-            await postgres.stop()
+    async with served("ragu-live-access-", SECRET, RAGU_WORKER_HEARTBEAT_SECONDS="0.3") as running:
+        yield Live(server=running.server, settings=running.settings)
 
 
 async def _agent_over_a_restricted_collection(admin: httpx.AsyncClient, name: str) -> tuple[dict[str, Any], str]:

@@ -5,16 +5,12 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 
 from common.auth import mint_dev_token
-from common.config import load_settings
-from common.db import migrate as migrations
-from tests.hardening.live_stack import Postgres, RaguServer
+from tests.hardening.live_stack import served
 
 SECRET = "regex-filter-hs256-secret-0123456789abcdef"
 PREVIEW_BAR_SECONDS = 3.0
@@ -23,32 +19,13 @@ HEALTH_EVERY_SECONDS = 0.05
 
 
 async def test_a_backtracking_line_filter_stalls_neither_the_preview_nor_kappi() -> None:
-    # Not below pytest's basetemp: as root, PostgreSQL runs as its own user (see test_faults.py).
-    with tempfile.TemporaryDirectory(prefix="ragu-regex-") as name:
-        folder = Path(name)
-        postgres = Postgres(folder)
-        url = await postgres.start()
-        try:
-            await asyncio.to_thread(migrations.upgrade, url)
-            settings = load_settings({}, data_dir=str(folder / "data"), auth_hs256_secret=SECRET)
-            env = {
-                "DATABASE_URL": url,
-                "RAGU_DATA_DIR": settings.data_dir,
-                "RAGU_AUTH_HS256_SECRET": SECRET,
-                "RAGU_AUTO_MIGRATE": "false",
-            }
-            server = RaguServer(env=env, log=folder / "serve.log")
-            await server.start()
-            token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
-            try:
-                async with httpx.AsyncClient(
-                    base_url=server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30
-                ) as client:
-                    preview, preview_seconds, health = await _preview_while_polling_health(client)
-            finally:
-                await server.terminate()
-        finally:
-            await postgres.stop()
+    async with served("ragu-regex-", SECRET) as running:
+        settings = running.settings
+        token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
+        async with httpx.AsyncClient(
+            base_url=running.server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        ) as client:
+            preview, preview_seconds, health = await _preview_while_polling_health(client)
 
     slowest = max(health, default=0.0)
     print(f"\nregex filter: preview {preview_seconds:.3f}s, {len(health)} health polls, slowest {slowest:.3f}s")

@@ -6,13 +6,10 @@ One embedded PostgreSQL and one server serve the module; the default ``extractiv
 
 from __future__ import annotations
 
-import asyncio
 import re
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,7 +17,6 @@ import pytest
 
 from common.auth import mint_dev_token
 from common.config import Settings, load_settings
-from common.db import migrate as migrations
 from ragu_client import (
     ChonkitClient,
     Document,
@@ -30,7 +26,7 @@ from ragu_client import (
     RaguError,
 )
 from ragu_client.models import AnswerToken, Collection, Done, Job, SearchResponse, Sources, UploadResponse
-from tests.hardening.live_stack import REPO, Postgres, RaguServer, eventually
+from tests.hardening.live_stack import REPO, RaguServer, eventually, served
 
 SECRET = "live-client-hs256-secret-0123456789abcdef"
 QUESTION = "How many vacation days do employees get?"
@@ -62,28 +58,8 @@ class Live:
 
 @pytest.fixture(scope="module")
 async def live() -> AsyncIterator[Live]:
-    with tempfile.TemporaryDirectory(prefix="ragu-live-client-") as name:
-        folder = Path(name)
-        postgres = Postgres(folder)
-        url = await postgres.start()
-        try:
-            await asyncio.to_thread(migrations.upgrade, url)
-            settings = load_settings({}, data_dir=str(folder / "data"), auth_hs256_secret=SECRET)
-            env = {
-                "DATABASE_URL": url,
-                "RAGU_DATA_DIR": settings.data_dir,
-                "RAGU_AUTH_HS256_SECRET": SECRET,
-                "RAGU_AUTO_MIGRATE": "false",
-                "RAGU_WORKER_HEARTBEAT_SECONDS": "0.3",
-            }
-            server = RaguServer(env=env, log=folder / "serve.log")
-            await server.start()
-            try:
-                yield await _world(server, settings)
-            finally:
-                await server.terminate()
-        finally:
-            await postgres.stop()
+    async with served("ragu-live-client-", SECRET, RAGU_WORKER_HEARTBEAT_SECONDS="0.3") as running:
+        yield await _world(running.server, running.settings)
 
 
 async def _world(server: RaguServer, settings: Settings) -> Live:
