@@ -17,7 +17,8 @@ from uuid import UUID
 import msgspec
 
 from chonkit.collection.repository import CollectionRepository
-from chonkit.document.chunking import Chunk, TokenCounter, chunk, default_chunk_config, validate_chunk_config
+from chonkit.document.chunking import Chunk, TokenCounter, default_chunk_config, validate_chunk_config
+from chonkit.document.isolated import chunk_isolated, parse_isolated
 from chonkit.document.models import (
     ChunkPreview,
     ChunkPreviewRequest,
@@ -34,7 +35,7 @@ from chonkit.document.models import (
     UploadResult,
 )
 from chonkit.document.parsed import ParsedDocument
-from chonkit.document.parsing import DocumentType, ParseConfig, parse_isolated, sniff, validate_parse_config
+from chonkit.document.parsing import DocumentType, ParseConfig, sniff, validate_parse_config
 from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
 from common.db import Database
@@ -257,7 +258,7 @@ class DocumentService:
         config = validate_chunk_config(request.chunk or saved.chunk or default_chunk_config())
         provider, model, counter, max_tokens = self.tokenizers.resolve(request.embedding_provider, request.model)
         _, parsed = await self._parsed(document_id, request.parse or saved.parse)
-        result = await asyncio.to_thread(chunk, parsed, config, counter, max_tokens=max_tokens)
+        result = await chunk_isolated(parsed, config, provider, model, counter, max_tokens=max_tokens)
         oversized = set(result.oversized)
         return ChunkPreview(
             embedding_provider=provider,

@@ -31,9 +31,10 @@ import msgspec
 from chonkit.collection.models import Collection
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
-from chonkit.document.chunking import ChunkResult, chunk, default_chunk_config, validate_chunk_config
+from chonkit.document.chunking import ChunkResult, default_chunk_config, validate_chunk_config
+from chonkit.document.isolated import chunk_isolated, parse_isolated
 from chonkit.document.models import Document
-from chonkit.document.parsing import DocumentType, ParseConfig, parse_isolated
+from chonkit.document.parsing import DocumentType, ParseConfig
 from chonkit.document.repository import DocumentRepository, StoredConfig
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.repository import ClaimedItem, Embedded, JobRepository
@@ -268,7 +269,14 @@ class EmbeddingWorker:
 
         await self._stage(item, lost, "chunking", timings=timings)
         started = time.perf_counter()
-        result = await asyncio.to_thread(chunk, parsed, chunk_config, embedder, max_tokens=embedder.max_tokens)
+        result = await chunk_isolated(
+            parsed,
+            chunk_config,
+            collection.embedding_provider,
+            collection.model,
+            embedder,
+            max_tokens=embedder.max_tokens,
+        )
         timings["chunk_ms"] = _ms(started)
         telemetry.embedding_stage_done("chunk", started)
         _refuse_oversized(result, embedder)

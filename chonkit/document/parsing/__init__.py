@@ -7,7 +7,6 @@ empty, encrypted or mislabelled files before storing them.
 
 from chonkit.document.parsing.config import PageRange, ParseConfig, validate_parse_config
 from chonkit.document.parsing.doctype import MEDIA_TYPES, DocumentType
-from chonkit.document.parsing.isolated import parse_isolated
 from chonkit.document.parsing.parser import parse
 from chonkit.document.parsing.sniffing import sniff
 
@@ -17,7 +16,6 @@ __all__ = [
     "PageRange",
     "ParseConfig",
     "parse",
-    "parse_isolated",
     "sniff",
     "validate_parse_config",
 ]

@@ -1,0 +1,126 @@
+"""Parse and chunk in separate processes, so that a heavy document never stalls the event loop that answers
+questions.
+
+A worker thread is not enough: the parsers and the chunker are pure Python or hold the GIL inside C
+(markdown-it, lxml, the tokenizer), so in ``ragu serve`` a large preview held kappi's ``/health`` for most of a
+second from a thread. The processes come from a forkserver that has imported the parsers once (a clean
+interpreter: no threads or event loop inherited). They start on first use and end with the interpreter, which
+lets a running parse finish (and they end on their own if the server is killed). Chunking runs there for the
+``local`` models, whose tokenizer each process loads once; other providers' tokenizers chunk in a thread.
+A result comes back in a msgpack file, decoded in a thread: through the executor's pipe it would be unpickled
+holding the GIL, and a process killed while writing a large result there leaves a partial message that hangs
+the executor for good (CPython 3.11).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import msgspec
+
+from chonkit.document.chunking import ChunkConfig, ChunkResult, TokenCounter, chunk
+from chonkit.document.parsed import ParsedDocument
+from chonkit.document.parsing.config import ParseConfig
+from chonkit.document.parsing.doctype import DocumentType
+from chonkit.document.parsing.parser import parse
+from common.embedders.registry import default_registry
+from common.errors import InvalidInput
+
+PARSE_PROCESSES = 2
+"""Two parses at a time: uploads, previews and the embedding worker share them, and they leave the event loop
+a core of its own on a two-core machine."""
+
+IN_PROCESS_TOKENIZERS = frozenset({"local"})
+"""Providers whose tokenizers a parse process can load on its own (no key, no network)."""
+
+_pool: ProcessPoolExecutor | None = None
+_decoder = msgspec.msgpack.Decoder(ParsedDocument)
+_chunk_decoder = msgspec.msgpack.Decoder(ChunkResult)
+
+
+async def parse_isolated(data: bytes, doc_type: DocumentType, config: ParseConfig) -> ParsedDocument:
+    """:func:`~chonkit.document.parsing.parse` in a parse process; raises what it raises.
+
+    Raises:
+        InvalidInput: also ``document_corrupt`` when the parse process dies on the document (a crash in a
+            native library, or the kernel ending it for its memory).
+    """
+    return _decoder.decode(await _in_process(_parse_into, data, doc_type, config))
+
+
+async def chunk_isolated(
+    doc: ParsedDocument, config: ChunkConfig, provider: str, model: str, tokenizer: TokenCounter, *, max_tokens: int
+) -> ChunkResult:
+    """:func:`~chonkit.document.chunking.chunk` with ``provider``'s ``model`` counting tokens: in a parse process
+    when its tokenizer can load there (:data:`IN_PROCESS_TOKENIZERS`), else with ``tokenizer`` in a thread."""
+    if provider not in IN_PROCESS_TOKENIZERS:
+        return await asyncio.to_thread(chunk, doc, config, tokenizer, max_tokens=max_tokens)
+    return _chunk_decoder.decode(await _in_process(_chunk_into, doc, config, (provider, model), max_tokens))
+
+
+async def _in_process(work: Callable[..., None], *args: object) -> bytes:
+    """Run ``work(result_path, *args)`` in a parse process; the msgpack bytes it wrote, read off the loop."""
+    global _pool  # noqa: PLW0603  # one set of parse processes per server process
+    pool = _pool or await _started_processes()
+    descriptor, name = tempfile.mkstemp(prefix="ragu-parsed-", suffix=".msgpack")
+    os.close(descriptor)
+    result = Path(name)
+    future: Future[None] | None = None
+    try:
+        future = pool.submit(work, result, *args)
+        await asyncio.wrap_future(future)
+        return await asyncio.to_thread(result.read_bytes)
+    except BrokenProcessPool:
+        if _pool is pool:
+            _pool = None
+        raise InvalidInput(
+            "The document could not be read: the parser stopped unexpectedly on it.", code="document_corrupt"
+        ) from None
+    finally:
+        if future is None or future.done():
+            os.unlink(result)
+        else:  # cancelled while the work runs on: its result goes when it ends
+            future.add_done_callback(lambda _: os.unlink(result))
+
+
+async def _started_processes() -> ProcessPoolExecutor:
+    global _pool  # noqa: PLW0603
+    started = await asyncio.to_thread(_start_processes)
+    if _pool is None:
+        _pool = started
+    else:  # another parse started them meanwhile
+        started.shutdown(wait=False)
+    return _pool
+
+
+def _start_processes() -> ProcessPoolExecutor:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["chonkit.document.isolated"])
+    pool = ProcessPoolExecutor(PARSE_PROCESSES, mp_context=context)
+    pool.submit(int).result()  # waits, off the event loop, for the forkserver's imports (~0.5 s)
+    return pool
+
+
+def _parse_into(result: Path, data: bytes, doc_type: DocumentType, config: ParseConfig) -> None:
+    result.write_bytes(msgspec.msgpack.encode(parse(data, doc_type, config)))
+
+
+def _chunk_into(
+    result: Path, doc: ParsedDocument, config: ChunkConfig, model: tuple[str, str], max_tokens: int
+) -> None:
+    counted = chunk(doc, config, _tokenizer(*model), max_tokens=max_tokens)
+    result.write_bytes(msgspec.msgpack.encode(counted))
+
+
+@functools.cache
+def _tokenizer(provider: str, model: str) -> TokenCounter:
+    """The model's tokenizer in this parse process, loaded once (the embedding weights are never loaded)."""
+    return default_registry().get(provider, model)
