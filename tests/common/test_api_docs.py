@@ -7,7 +7,7 @@ import base64
 import hashlib
 import re
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 import httpx
@@ -15,12 +15,10 @@ import pytest
 from litestar import Litestar
 from selectolax.lexbor import LexborHTMLParser
 
-from chonkit.app import create_app as create_chonkit
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
-from kappi.app import create_app as create_kappi
-from ragu.host import ServiceHost
+from tests.common.conftest import both_services
 
 AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -46,18 +44,9 @@ async def served(
     app_client: AppClient,
 ) -> AsyncIterator[Served]:
     service, mounted = request.param
-    apps = {
-        "chonkit": create_chonkit(settings, database=db, clients=clients, worker=False),
-        "kappi": create_kappi(settings, database=db, clients=clients),
-    }
-    async with AsyncExitStack() as stack:
-        direct = {name: await stack.enter_async_context(app_client(app)) for name, app in apps.items()}
-        if not mounted:
-            yield Served(direct[service], service, "")
-            return
-        transport = httpx.ASGITransport(app=ServiceHost(apps))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ragu.test") as client:
-            yield Served(client, service, f"/{service}")
+    async with both_services(settings, db, clients, app_client, mounted=mounted) as services:
+        client, prefix = services[service]
+        yield Served(client, service, prefix)
 
 
 async def _page(served: Served) -> tuple[httpx.Response, LexborHTMLParser]:

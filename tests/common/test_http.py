@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import httpx
@@ -24,7 +24,6 @@ from common.errors import InvalidInput
 from common.http.app import AccessLog, build_service_app
 from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
-from ragu.host import ServiceHost
 
 AppFactory = Callable[..., Litestar]
 AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
@@ -79,29 +78,6 @@ async def test_unknown_route_and_method_have_codes(client: httpx.AsyncClient) ->
 
 
 # -- errors name the path as the client sent it, served at the root and mounted as by `ragu serve` -------------
-
-
-@pytest.fixture(params=[False, True], ids=["at-root", "mounted"])
-async def served(
-    request: pytest.FixtureRequest,
-    settings: Settings,
-    db: SingleConnectionDatabase,
-    clients: SharedClients,
-    app_client: AppClient,
-) -> AsyncIterator[dict[str, tuple[httpx.AsyncClient, str]]]:
-    """Each service's client and the prefix its paths start with there."""
-    apps = {
-        "chonkit": create_chonkit(settings, database=db, clients=clients, worker=False),
-        "kappi": create_kappi(settings, database=db, clients=clients),
-    }
-    async with AsyncExitStack() as stack:
-        direct = {name: await stack.enter_async_context(app_client(app)) for name, app in apps.items()}
-        if not request.param:
-            yield {name: (client, "") for name, client in direct.items()}
-            return
-        transport = httpx.ASGITransport(app=ServiceHost(apps))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ragu.test") as host:
-            yield {name: (host, f"/{name}") for name in apps}
 
 
 async def test_an_unknown_path_is_named_once_as_the_client_sent_it(

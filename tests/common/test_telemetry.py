@@ -4,8 +4,6 @@ labelled by route templates, and never a collection's name."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
@@ -14,7 +12,6 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from chonkit.app import create_app as create_chonkit
 from chonkit.embedding.worker import EmbeddingWorker
 from common.clients import SharedClients
 from common.config import Settings
@@ -23,11 +20,9 @@ from common.errors import Unavailable
 from common.http.app import build_service_app
 from common.telemetry import LlmCall
 from kappi.app import create_app as create_kappi
-from ragu.host import ServiceHost
 from tests.chonkit.conftest import bearer, drain
+from tests.common.conftest import Served
 from tests.kappi.conftest import AppClient, as_user
-
-Served = dict[str, tuple[httpx.AsyncClient, str]]
 
 METRIC_NAMES = {
     "ragu_http_request_duration_seconds",
@@ -39,29 +34,6 @@ METRIC_NAMES = {
     "ragu_llm_duration_seconds",
     "ragu_llm_tokens_total",
 }
-
-
-@pytest.fixture(params=[False, True], ids=["at-root", "mounted"])
-async def served(
-    request: pytest.FixtureRequest,
-    settings: Settings,
-    db: SingleConnectionDatabase,
-    clients: SharedClients,
-    app_client: AppClient,
-) -> AsyncIterator[Served]:
-    """Each service's client and the prefix its paths start with there (as in ``test_http``)."""
-    apps = {
-        "chonkit": create_chonkit(settings, database=db, clients=clients, worker=False),
-        "kappi": create_kappi(settings, database=db, clients=clients),
-    }
-    async with AsyncExitStack() as stack:
-        direct = {name: await stack.enter_async_context(app_client(app)) for name, app in apps.items()}
-        if not request.param:
-            yield {name: (client, "") for name, client in direct.items()}
-            return
-        transport = httpx.ASGITransport(app=ServiceHost(apps))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ragu.test") as host:
-            yield {name: (host, f"/{name}") for name in apps}
 
 
 async def seed(
