@@ -11,6 +11,10 @@ from kappi.llm.cohere_chat import COHERE_CHAT_MODELS, CohereChatProvider
 from kappi.llm.extractive import ExtractiveProvider
 from kappi.llm.openai_compatible import OpenAICompatibleProvider
 
+EXTRACTIVE = "extractive"
+LOCAL_PROVIDER = "local"
+"""The registry name of the embedded llama.cpp server that ``ragu serve`` starts when a local model is installed."""
+
 
 class LlmRegistry:
     """Looks providers up by name and validates model names; owns the providers and closes them."""
@@ -20,6 +24,15 @@ class LlmRegistry:
 
     def providers(self) -> list[str]:
         return self._providers.names()
+
+    def default_choice(self) -> tuple[str, str]:
+        """The ``(provider, model)`` a new agent gets when it names none: the embedded local model when one is
+        running (it gives generated answers offline), else ``("extractive", "extractive")``."""
+        if LOCAL_PROVIDER in self._providers.names():
+            models = self._providers.get(LOCAL_PROVIDER).models()
+            if models:
+                return LOCAL_PROVIDER, models[0]
+        return EXTRACTIVE, EXTRACTIVE
 
     def get(self, provider: str) -> LlmProvider:
         """The provider called ``provider``.
