@@ -76,6 +76,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Comma-separated model names agents may use with the ``openai`` provider."""
     llm_timeout_seconds: float = 60.0
     """Longest silence tolerated from an LLM stream before the answer ends with ``llm_timeout``."""
+    rerank_timeout_seconds: float = 10.0
+    """Longest wait for a reranker (``cohere``, with ``cohere_api_key``); past it an answer goes on unreranked."""
     local_embedder_threads: int = 1
     """onnxruntime intra-op threads for the ``local`` embedder (1 is fastest on small machines)."""
 
