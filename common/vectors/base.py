@@ -10,13 +10,26 @@ which adapters store under the same keys in each engine's format. Queries always
 want back, and readers take them as a :class:`ChunkFields` (:func:`read_chunk`).
 
 Vendor types (qdrant_client.models, weaviate classes, asyncpg records) never cross this port.
-Distances are cosine distances (``1 - cosine similarity``, 0 = identical); scores are similarities.
+Distances are cosine distances (``1 - cosine similarity``, 0 = identical) in every retrieval mode.
+
+Retrieval modes (:data:`RetrievalMode`), identical in every adapter:
+
+- ``dense``: cosine similarity to ``vector``; ``score`` is the similarity.
+- ``lexical``: BM25 over ``content`` as :mod:`common.vectors.lexical` analyses it; ``score`` is the BM25 score.
+  A ``text`` with no indexable term (only stop words or punctuation) finds nothing.
+- ``hybrid``: both legs, each :func:`common.vectors.fusion.leg_depth` deep, merged by weighted reciprocal-rank
+  fusion (:func:`common.vectors.fusion.fuse`); ``score`` is the fused score. With no indexable term it is the
+  dense leg's order.
+
+In every mode: hits sorted by score descending, ties by id ascending; ``distance`` is the cosine distance between
+the hit's stored vector and the query vector; every ``where`` condition applies to every leg; ``max_distance``
+drops hits further than it from the ranked list before ``limit`` is taken; the identity record is never a hit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import msgspec
 import numpy as np
@@ -43,13 +56,19 @@ CHUNK_EXTRAS = (
     "document_name",
     "parent_index",
     "parent_content",
+    "tags",
+    "label",
 )
 """Our own payload fields beside the contract's (:class:`ChunkPayload` says what each holds); adapters store
 them as they are and may index some."""
 
-FILTERABLE = ("document_id", "groups")
+FILTERABLE = ("document_id", "groups", "tags", "label")
 """Payload fields we filter on; adapters index them (Qdrant payload indexes, Weaviate filterable, SQL)."""
 
+
+RetrievalMode = Literal["dense", "lexical", "hybrid"]
+RETRIEVAL_MODES: tuple[RetrievalMode, ...] = ("dense", "lexical", "hybrid")
+"""What a search ranks by (module docstring)."""
 
 Vector: TypeAlias = Sequence[float] | npt.NDArray[np.float32]
 """Plain floats or an embedder's float32 array; adapters convert once, at their boundary."""
@@ -79,6 +98,10 @@ class ChunkFields(msgspec.Struct, frozen=True, kw_only=True):
     """Parent/child chunking: the parent this chunk belongs to."""
     parent_content: str | None = None
     """The parent's text, so kappi reads it without chonkit's database."""
+    tags: list[str] = msgspec.field(default_factory=list)
+    """The chonkit document's tags, copied on every chunk so searches filter on them (:class:`SearchFilter`)."""
+    label: str | None = None
+    """The chonkit document's label, likewise."""
 
 
 class ChunkPayload(ChunkFields, frozen=True, kw_only=True):
@@ -127,14 +150,28 @@ class VectorRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A Ragu chunk's :class:`ChunkPayload`, or any JSON object (stored as it is)."""
 
 
+class Legs(msgspec.Struct, frozen=True, kw_only=True):
+    """Which leg of a lexical or hybrid search found a hit, so users can see what fusion changed."""
+
+    dense_rank: int | None
+    """1-based rank among the dense leg's candidates; ``None``: that leg did not find it (or did not run)."""
+    lexical_rank: int | None
+    lexical_score: float | None
+    """The BM25 score."""
+    fused_score: float | None
+    """Hybrid only: the weighted RRF score."""
+
+
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     score: float
-    """Cosine similarity, higher is closer."""
+    """Dense: cosine similarity; lexical: BM25 score; hybrid: fused score. Higher is better."""
     distance: float
-    """Cosine distance ``1 - score``."""
+    """Cosine distance between the hit's vector and the query vector, in every mode."""
     payload: dict[str, Any]
     """Only the properties asked for (missing ones are absent, not None)."""
+    legs: Legs | None = None
+    """Lexical and hybrid searches only: dense searches (kappi's hot path) build nothing extra."""
 
 
 class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
@@ -146,6 +183,10 @@ class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
     (chonkit's admin test bench only; kappi always sets it)."""
     document_ids: frozenset[str] | None = None
     """Keep only chunks of these documents."""
+    tags: frozenset[str] | None = None
+    """Keep chunks whose payload ``tags`` (a list of strings) holds at least one of these; empty keeps none."""
+    labels: frozenset[str] | None = None
+    """Keep chunks whose payload ``label`` (a string) is one of these; empty keeps none."""
 
 
 class Search(msgspec.Struct, frozen=True, kw_only=True):
@@ -157,6 +198,11 @@ class Search(msgspec.Struct, frozen=True, kw_only=True):
     properties: Sequence[str]
     max_distance: float | None = None
     where: SearchFilter | None = None
+    text: str = ""
+    """The question's words, for the lexical leg (lexical and hybrid modes)."""
+    mode: RetrievalMode = "dense"
+    dense_weight: float = 0.5
+    """Hybrid only: the dense leg's share of weighted RRF, 0..1 (1 = the dense order, 0 = the lexical order)."""
 
 
 SearchResult: TypeAlias = list[SearchHit] | AppError
@@ -209,6 +255,13 @@ class VectorStore(Protocol):
         as they are): citations and search show a document under the name it has now."""
         ...
 
+    async def update_document(
+        self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
+    ) -> None:
+        """Set ``document_name``, ``tags`` and ``label`` on every chunk of a document (idempotent; other chunks
+        and the identity stay as they are), so filters and citations follow the document's metadata."""
+        ...
+
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         """Remove chunks by id (idempotent; the identity id is refused with ``InvalidInput``)."""
         ...
@@ -230,9 +283,13 @@ class VectorStore(Protocol):
         properties: Sequence[str],
         max_distance: float | None = None,
         where: SearchFilter | None = None,
+        text: str = "",
+        mode: RetrievalMode = "dense",
+        dense_weight: float = 0.5,
     ) -> list[SearchHit]:
-        """Top-``limit`` chunks by cosine distance, closest first, ties broken by id ascending; only
-        hits with ``distance <= max_distance`` when given; never the identity record."""
+        """Top-``limit`` chunks in ``mode`` (module docstring; dense: by cosine distance, closest first), ties
+        broken by id ascending; only hits with ``distance <= max_distance`` when given; never the identity
+        record. ``text`` and ``dense_weight`` as in :class:`Search`."""
         ...
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:

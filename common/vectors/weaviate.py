@@ -121,6 +121,8 @@ _PROPERTY_TYPES: dict[str, DataType] = {
     "document_name": _TEXT,
     "parent_index": _INT,
     "parent_content": _TEXT,
+    "tags": _TEXT_ARRAY,
+    "label": _TEXT,
 }
 _PORT_PROPERTIES = (*IDENTITY_PROPERTIES, *TEXT_PROPERTIES, *CHUNK_EXTRAS)
 _SEARCHABLE = frozenset({"content"})

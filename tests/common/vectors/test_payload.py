@@ -86,6 +86,8 @@ def test_the_worker_writes_the_keys_collections_always_held(groups: list[str] | 
         "content_hash": first["content_hash"],
         "parent_index": None,
         "parent_content": None,
+        "tags": [],
+        "label": None,
     }
     assert set(first) == (STORED_KEYS if groups else STORED_KEYS - {"groups"})
     assert (second["parent_index"], second["parent_content"]) == (0, "the whole parent")
