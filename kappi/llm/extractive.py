@@ -1,11 +1,14 @@
-"""The offline provider: answers with the retrieved passages' most relevant sentences, each cited, no model at all.
+"""The offline provider: answers with the retrieved passages' sentences that answer the question, each cited, no
+model at all.
 
-It is the default so Ragu answers usefully with no API key and no network (retrieval does the heavy lifting),
-and it sits on the benchmark path, so each passage costs a handful of C-level passes over its bytes (translate,
-replace, find), linear in its length. Relevance is lexical: a sentence scores the number of distinct question
-stems it contains (lowercased words minus stop words, crudely stemmed so "policies" finds "policy"). Passages
-are ranked by their best sentence, then by retrieval score, then as retrieval ordered them, so the answer is
-deterministic. It never says more than the passages do; with no passage it says that nothing matched.
+It is the fallback so Ragu answers usefully with no model, no API key and no network (retrieval does the heavy
+lifting), and it sits on the benchmark path, so each passage costs a handful of C-level passes over its bytes
+(translate, replace, find), linear in its length. Relevance is lexical: a sentence scores the number of distinct
+key terms of the question it contains (lowercased words minus stop words and weak words like "use", crudely
+stemmed so "policies" finds "policy"), and answers only with at least half of them: a sentence sharing one word
+with a five-word question is not presented as a finding. Whole sentences are quoted, never a piece of one cut
+at a chunk's edge, and prose is preferred to headings and code. With no sentence that answers it says so
+plainly, and lists nothing. The answer is deterministic.
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import AsyncGenerator, Sequence
+from typing import NamedTuple
 
 from kappi.llm.base import LlmEvent, LlmRequest, Passage, Token, Usage
 
 EXTRACTIVE_MODEL = "extractive"
 FOUND = "Here is what I found in your documents:\n"
-CLOSEST = "None of your documents uses the words of your question; these are the closest passages I found:\n"
 NOTHING_FOUND = "I found nothing in the documents you have access to that matches your question."
+NOTHING_MATCHES = "No passage in the documents you have access to answers this question."
+"""Passages were found, but no sentence of theirs holds enough of the question's key terms."""
 ANALYSED_PASSAGES = 4096
 """Passages whose scanning passes are kept (~2 KB each for a 1 KB chunk, so ~8 MB at most)."""
 
@@ -55,6 +60,13 @@ _STOP_WORDS_TEXT = """
     yourselves aren couldn didn doesn don hadn hasn haven isn ll re shouldn ve wasn weren won wouldn
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+_WEAK_TERMS_TEXT = "get gets got use uses used using make makes need needs want know way thing happen give take"
+WEAK_TERMS = frozenset(_WEAK_TERMS_TEXT.split())
+"""Question words that say little about its subject: not counted among its key terms."""
+_CODE_CHARACTERS = "{}();=<>$`|\\[]"
+_CLOSING = (".", "!", "?", ":", ")", '"', "\u201d")
+_HEADING_WORDS = 8
+"""A line of at most this many words without closing punctuation reads as a heading."""
 
 
 _SUFFIXES = ("ies", "ied", "ing", "ed", "s", "y")
@@ -139,12 +151,11 @@ def _shorten(sentence: str, limit: int) -> str:
     return sentence[: cut if cut > 0 else limit].rstrip(",;:") + "…"
 
 
-def _best_sentences(
+def _sentences_with_stems(
     analysed: Sequence[tuple[bytes, bytes]], needles: Sequence[bytes]
-) -> tuple[list[int], list[tuple[int, int]]]:
-    """For every passage, the start of its sentence with the most distinct question stems (the earliest on a
-    tie, as an offset in the NUL-joined marked passages) and that count, ``(0, -1)`` when nothing matched; with
-    where each passage starts in that joined text.
+) -> tuple[list[int], dict[int, set[int]]]:
+    """Where each passage starts in the NUL-joined marked passages, and for every sentence holding a question
+    stem (by its start in that joined text) the stems it holds.
 
     All passages are scanned as one NUL-joined text, so each stem costs one ``find`` per occurrence, not one
     per passage. A stem is found as a word prefix, ``b" stem"``, in the words; the last sentence start before
@@ -161,53 +172,94 @@ def _best_sentences(
         while at >= 0:
             stems_per_sentence.setdefault(marked.rfind(b"\0", 0, at) + 1, set()).add(stem)
             at = words.find(needle, at + len(needle))
-    best = [(0, -1)] * len(analysed)
-    for start, stems in stems_per_sentence.items():
-        passage = bisect.bisect_right(starts, start) - 1
-        count, (best_count, best_start) = len(stems), best[passage]
-        if count > best_count or (count == best_count and start < best_start):
-            best[passage] = (count, start)
-    return starts, best
+    return starts, stems_per_sentence
+
+
+def key_terms(question: str) -> list[str]:
+    """The question's stems that say what it is about: :func:`question_stems` minus :data:`WEAK_TERMS`
+    (all of them when nothing else is left)."""
+    stems = question_stems(question)
+    return [s for s in stems if s not in WEAK_TERMS] or stems
+
+
+def needed_terms(keys: int) -> int:
+    """How many of the question's key terms a sentence must hold to count as an answer: half, rounded up."""
+    return max(1, -(-keys // 2))
+
+
+def is_prose(sentence: str) -> bool:
+    """Whether a sentence reads as one: not a heading (a short line with no closing punctuation, or ``#``
+    markup) and not code (a fence, or mostly symbols)."""
+    text = sentence.strip()
+    if text.startswith(("#", "```", "    ", "$ ", ">>> ")):
+        return False
+    symbols = sum(text.count(c) for c in _CODE_CHARACTERS)
+    if symbols * 8 > len(text):
+        return False
+    return text.endswith(_CLOSING) or len(text.split()) > _HEADING_WORDS
+
+
+def is_fragment(sentence: str) -> bool:
+    """A piece of a sentence (a chunk cut mid-sentence, or the tail after "e.g."): it starts in lowercase."""
+    return sentence[:1].islower()
+
+
+class _Candidate(NamedTuple):
+    passage: int
+    sentence: str
+    terms: int
+    prose: bool
+
+
+def _candidates(
+    texts: Sequence[str], analysed: Sequence[tuple[bytes, bytes]], needles: Sequence[bytes], *, max_sentence_chars: int
+) -> list[_Candidate]:
+    """Every whole sentence holding enough key terms (:func:`needed_terms`), in passage order."""
+    starts, stems_per_sentence = _sentences_with_stems(analysed, needles)
+    needed = needed_terms(len(needles))
+    found = []
+    for start, stems in sorted(stems_per_sentence.items()):
+        if len(stems) < needed:
+            continue
+        n = bisect.bisect_right(starts, start) - 1
+        sentence = _sentence_at(texts[n], analysed[n][1], start - starts[n])
+        if sentence and not is_fragment(sentence):
+            shortened = _shorten(sentence, max_sentence_chars)
+            found.append(_Candidate(n, shortened, len(stems), is_prose(sentence)))
+    return found
 
 
 def extract_answer(
-    question: str, passages: Sequence[Passage], *, max_passages: int = 3, max_sentence_chars: int = 320
+    question: str, passages: Sequence[Passage], *, max_passages: int = 3, max_sentence_chars: int = 600
 ) -> list[str]:
     """The answer as the pieces it is streamed in: a header line, then one cited line per sentence.
 
-    Passages are ranked by their best sentence's count of question stems, then retrieval score, then order;
-    only the sentences of the passages used are cut out of their text. A passage of blanks and bullets has
-    nothing to quote and is passed over; once one passage matches, those matching nothing are left out.
+    A sentence answers when it holds at least half of the question's key terms; a passage gives its best
+    such sentence (most terms, prose before headings and code, then the earliest). The best of all opens the
+    answer; others follow only if they are as good by a term at most, up to ``max_passages`` passages,
+    ranked by terms, then retrieval score, then order. With no sentence that answers, the answer says so,
+    and quotes nothing.
     """
-    needles = [b" " + stem.encode() for stem in question_stems(question)]
     texts = [passage.text for passage in passages]
     analysed = [_analysed(text) for text in texts]
-    starts, best = _best_sentences(analysed, needles) if analysed else ([], [])
-    order = sorted(range(len(passages)), key=lambda n: (-best[n][0], -passages[n].score, n))
-    citations: dict[str, list[int]] = {}  # overlapping chunks often share a sentence: cite it once, from each
-    matched: bool | None = None
-    used = 0
-    for n in order:
-        hits, start = best[n]
-        if matched and not hits:
-            break
-        own_marks = analysed[n][1]
-        if start < 0:  # nothing matched: the opening sentence stands in
-            sentence = _opening_sentence(texts[n], own_marks)
-        else:
-            sentence = _sentence_at(texts[n], own_marks, start - starts[n])
-        if not sentence:
-            continue
-        if matched is None:
-            matched = hits > 0
-        citations.setdefault(_shorten(sentence, max_sentence_chars), []).append(passages[n].citation)
-        used += 1
-        if used == max_passages:
-            break
-    if matched is None:
+    if not any(_opening_sentence(text, marked) for text, (_, marked) in zip(texts, analysed, strict=True)):
         return [NOTHING_FOUND]
-    header = FOUND if matched else CLOSEST
-    return [header] + [f"\n- {text} " + "".join(f"[{c}]" for c in cited) for text, cited in citations.items()]
+    needles = [b" " + stem.encode() for stem in key_terms(question)]
+    best: dict[int, _Candidate] = {}
+    for candidate in _candidates(texts, analysed, needles, max_sentence_chars=max_sentence_chars):
+        held = best.get(candidate.passage)
+        if held is None or (candidate.prose, candidate.terms) > (held.prose, held.terms):
+            best[candidate.passage] = candidate
+    order = sorted(best.values(), key=lambda c: (not c.prose, -c.terms, -passages[c.passage].score, c.passage))
+    if not order:
+        return [NOTHING_MATCHES]
+    top = order[0]
+    citations: dict[str, list[int]] = {}  # overlapping chunks often share a sentence: cite it once, from each
+    for candidate in order[:max_passages]:
+        if candidate.terms < top.terms - 1 or candidate.prose < top.prose:
+            break
+        citations.setdefault(candidate.sentence, []).append(passages[candidate.passage].citation)
+    return [FOUND] + [f"\n- {text} " + "".join(f"[{c}]" for c in cited) for text, cited in citations.items()]
 
 
 class ExtractiveProvider:
@@ -216,7 +268,7 @@ class ExtractiveProvider:
     name = "extractive"
     reads_system_prompt = False
 
-    def __init__(self, *, max_passages: int = 3, max_sentence_chars: int = 320) -> None:
+    def __init__(self, *, max_passages: int = 3, max_sentence_chars: int = 600) -> None:
         self._max_passages = max_passages
         self._max_sentence_chars = max_sentence_chars
 

@@ -1,0 +1,83 @@
+"""The extractive fallback presents as findings only sentences that answer: whole, prose, holding the question's
+key terms — or says plainly that nothing does (issue #17 item 5, from a new user's session on real manuals)."""
+
+from __future__ import annotations
+
+from kappi.llm import Passage
+from kappi.llm.extractive import FOUND, NOTHING_MATCHES, extract_answer, key_terms
+
+GLOB_QUESTION = "What is the default weight of a glob pattern, and what is the maximum?"
+# Debian's libtasn1-doc (libtasn1.pdf, sections 2.4 and 4), as chunked: what the user who could not read the MIME
+# specification was answered with.
+ASN1_LIMITS = (
+    "Some functions require an errorDescription argument of type char *, pointing to a pre-allocated buffer of "
+    "at least ASN1_MAX_ERROR_DESCRIPTION_SIZE bytes size. ASN1_MAX_NAME_SIZE is the maximum number of "
+    "characters allowed for an ASN.1 identifier."
+)
+ASN1_DER = (
+    "Creates the DER encoding of the provided length value. The der buffer must have enough room for the output. "
+    "The maximum length this function will encode is ASN1_MAX_LENGTH_SIZE."
+)
+# Debian's shared-mime-info (shared-mime-info-spec.html, "Recommended checking order" and the glob element)
+MIME_GLOBS = (
+    "Glob weights\n\n"
+    "There is also an optional weight attribute which is used when resolving conflicts with other glob matches. "
+    "The default weight value is 50, and the maximum is 100."
+)
+
+
+def passage(citation: int, text: str, score: float = 0.5) -> Passage:
+    return Passage(
+        collection="Manuals",
+        instruction=None,
+        document_id=f"doc-{citation}",
+        document_name="manual",
+        page_start=None,
+        page_end=None,
+        text=text,
+        score=score,
+        citation=citation,
+    )
+
+
+def test_asn1_size_limits_do_not_answer_the_glob_weight_question_and_nothing_is_presented_as_found() -> None:
+    """Regression: this answered "Here is what I found in your documents:" and two ASN.1 sentences, which
+    share only "maximum" with the question."""
+    pieces = extract_answer(GLOB_QUESTION, [passage(1, ASN1_LIMITS, 0.17), passage(2, ASN1_DER, 0.12)])
+    assert pieces == [NOTHING_MATCHES]
+    assert not any(piece.startswith(FOUND) for piece in pieces)
+
+
+def test_the_sentence_that_answers_is_quoted_whole_and_the_off_topic_passages_are_not_padded_in() -> None:
+    passages = [passage(1, ASN1_LIMITS, 0.5), passage(2, MIME_GLOBS, 0.4), passage(3, ASN1_DER, 0.3)]
+    assert extract_answer(GLOB_QUESTION, passages) == [
+        FOUND,
+        "\n- The default weight value is 50, and the maximum is 100. [2]",
+    ]
+
+
+def test_a_chunk_cut_mid_sentence_is_not_quoted_from_its_broken_opening() -> None:
+    """Regression: an answer quoted "tells you which versions of glibc you need", the tail of a sentence a chunk
+    boundary had cut."""
+    cut = "tells you which versions of glibc you need. The glibc version a binary needs is listed by objdump -T."
+    assert extract_answer("Which glibc version does a binary need?", [passage(1, cut)]) == [
+        FOUND,
+        "\n- The glibc version a binary needs is listed by objdump -T. [1]",
+    ]
+    only_the_fragment_matches = "tells you which versions of glibc you need. Static binaries avoid this."
+    assert extract_answer("Which versions of glibc?", [passage(1, only_the_fragment_matches)]) == [NOTHING_MATCHES]
+
+
+def test_prose_that_answers_is_preferred_to_a_heading_and_to_code_with_the_same_words() -> None:
+    heading_first = passage(1, "Connection pool size\n\nThe pool size defaults to 10 connections per worker.")
+    code = passage(2, "pool_size = int(env.get('POOL_SIZE', 10)); connect(pool_size=pool_size)", score=0.9)
+    assert extract_answer("What is the connection pool size?", [code, heading_first]) == [
+        FOUND,
+        "\n- The pool size defaults to 10 connections per worker. [1]",
+    ]
+
+
+def test_key_terms_leave_out_words_that_say_little_about_the_subject() -> None:
+    assert key_terms("How do I use the VPN and what do I need to get?") == ["vpn"]
+    assert key_terms(GLOB_QUESTION) == ["default", "weight", "glob", "pattern", "maximum"]
+    assert key_terms("use it") == ["use"]  # nothing else left: the weak word is all the question has
