@@ -17,25 +17,52 @@ Errors are translated at the boundary: unknown collection → ``NotFound("collec
 unreachable → ``Unavailable("vector_store_unavailable")``, input the engine refuses →
 ``InvalidInput("vector_store_rejected")``. A name that breaks the collection-name rule every store shares is
 refused with ``InvalidInput("invalid_collection_name")`` before any request (Qdrant itself takes 255 characters).
+
+**Lexical leg.** Every chunk also carries a named sparse vector, :data:`LEXICAL_VECTOR`, computed by the shared
+analyser (:mod:`common.vectors.lexical`) from its ``content`` at upsert: the term ids with BM25's saturated tf
+weights. The sparse vector's ``Modifier.IDF`` has Qdrant apply the IDF at query time from exact document
+frequencies (local mode too, with the same Lucene formula), so a lexical score is BM25 exactly as pgvector
+computes it. The tf weights need the collection's mean chunk length: each chunk keeps its length in terms
+(:data:`LENGTH_FIELD`, integer-indexed) and a facet over it gives the mean without a stats table to keep in
+step. A chunk without terms still gets an empty sparse vector, so that it counts in BM25's N as in every engine.
+
+Hybrid searches send both legs in one ``query_batch_points`` call and fuse them with
+:func:`common.vectors.fusion.fuse` (not Qdrant's own RRF, which reports neither leg's rank), so results
+and legs agree with the other engines. ``distance`` is the cosine distance in every mode: a hit only the lexical
+leg found is fetched with its dense vector and measured here.
+
+**Collections from before the lexical leg** (no sparse vector) are upgraded by :meth:`QdrantStore.upgrade_lexical`:
+``create_vector_name`` adds the sparse vector (server and local mode), then every chunk without it is analysed and
+filled with ``update_vectors`` (resumable: it picks up the chunks still lacking it). The first write to such a
+collection upgrades it first. Until then a hybrid search answers with the dense leg alone (logged once per
+collection) and a lexical search fails with ``Unavailable("lexical_index_missing")``: the question still gets an
+answer, and nothing pretends keyword results exist.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import msgspec
+import numpy as np
+import numpy.typing as npt
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
+from common.vectors import lexical
 from common.vectors.base import (
     FILTERABLE,
     IDENTITY_ID,
+    RETRIEVAL_MODES,
+    RetrievalMode,
     Search,
     SearchFilter,
     SearchHit,
@@ -44,6 +71,7 @@ from common.vectors.base import (
     VectorRecord,
     identity_vector,
 )
+from common.vectors.fusion import fuse, leg_depth, lexical_only
 from common.vectors.records import (
     as_floats,
     checked_identity_payload,
@@ -59,14 +87,28 @@ from common.vectors.records import (
 )
 from schemas.models import Identity
 
+_log = logging.getLogger(__name__)
+
 PROVIDER = "qdrant"
 UPSERT_BATCH = 256
 """Points per upsert request: keeps request bodies small (a 256 x 1024-d batch is about 2 MB of JSON)."""
 SCROLL_PAGE = 1024
+LEXICAL_VECTOR = "lexical"
+"""The named sparse vector of the lexical leg (BM25 tf weights; Qdrant applies the IDF)."""
+LENGTH_FIELD = "lexical_length"
+"""Payload field: the chunk's length in analysed terms, for BM25's mean chunk length."""
+DENSE_VECTOR = ""
+"""The unnamed dense vector's name in requests that name vectors."""
+FACET_LIMIT = 100_000
+"""Distinct chunk lengths a facet may report: far more than any chunker produces."""
+UPGRADE_PAGE = 256
 
 _NOT_IDENTITY = models.HasIdCondition(has_id=[IDENTITY_ID])
 _CHUNKS_ONLY = models.Filter(must_not=[_NOT_IDENTITY])
 _NO_GROUPS = models.IsEmptyCondition(is_empty=models.PayloadField(key="groups"))
+_WITHOUT_LEXICAL = models.Filter(must_not=[_NOT_IDENTITY, models.HasVectorCondition(has_vector=LEXICAL_VECTOR)])
+_LEXICAL_PARAMS = models.SparseVectorParams(modifier=models.Modifier.IDF)
+_LENGTH_INDEX = models.IntegerIndexParams(type=models.IntegerIndexType.INTEGER, lookup=True, range=False)
 # Local mode keeps only matches whose score is strictly above the threshold and scores in float32; loosen it
 # a little and apply the exact ``distance <= max_distance`` test on our side.
 _THRESHOLD_SLACK = 1e-6
@@ -79,6 +121,9 @@ class QdrantStore:
 
     def __init__(self, client: AsyncQdrantClient) -> None:
         self._client = client
+        self._lexical_ready: set[str] = set()
+        """Collections known to have the sparse vector (never forgotten but on drop: none loses it)."""
+        self._warned_unindexed: set[str] = set()
 
     @property
     def provider(self) -> str:
@@ -93,15 +138,16 @@ class QdrantStore:
             raise collection_already_exists(name)
         try:
             await self._client.create_collection(
-                name, vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+                name,
+                vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                sparse_vectors_config={LEXICAL_VECTOR: _LEXICAL_PARAMS},
             )
         except _VENDOR_ERRORS as exc:
             if await self.collection_exists(name):  # another writer won the race
                 raise collection_already_exists(name) from exc
             raise await self._translated(exc, name) from exc
         try:
-            for field in FILTERABLE:
-                await self._create_keyword_index(name, field)
+            await self._create_indexes(name)
             await self._put_identity(name, payload, dimension)
         except _VENDOR_ERRORS as exc:
             error = await self._translated(exc, name)
@@ -109,6 +155,7 @@ class QdrantStore:
             with contextlib.suppress(*_VENDOR_ERRORS):
                 await self._client.delete_collection(name)
             raise error from exc
+        self._lexical_ready.add(name)
 
     async def collection_exists(self, name: str) -> bool:
         if not is_collection_name(name):
@@ -155,15 +202,34 @@ class QdrantStore:
             raise await self._translated(exc, name) from exc
 
     async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
+        """Chunks with their lexical sparse vectors; a collection from before the lexical leg is upgraded first.
+
+        The tf weights use the mean chunk length of the collection as it will be with this batch (its lengths
+        counted once more if the batch overwrites chunks: a rewrite does not move the mean much)."""
         checked_name(name)
-        ids: list[models.ExtendedPointId] = [str(chunk_uuid(record.id)) for record in records]
+        latest = {str(chunk_uuid(record.id)): record for record in records}  # a repeated id: its last record
+        if not latest:
+            return
+        await self._ensure_lexical(name)
+        ids: list[models.ExtendedPointId] = list(latest)
+        records = list(latest.values())
+        payloads = [payload_dict(record.payload) for record in records]
+        analysed = await asyncio.to_thread(_analysed, payloads)  # CPU work off the event loop
         try:
+            chunks, total = await self._lengths(name)
+            avgdl = (total + sum(terms.length for terms in analysed)) / (chunks + len(analysed))
             for start in range(0, len(records), UPSERT_BATCH):
-                batch = records[start : start + UPSERT_BATCH]
+                end = start + UPSERT_BATCH
                 points = models.Batch(
-                    ids=ids[start : start + UPSERT_BATCH],
-                    vectors=[as_floats(record.vector) for record in batch],
-                    payloads=[payload_dict(record.payload) for record in batch],
+                    ids=ids[start:end],
+                    vectors={
+                        DENSE_VECTOR: [as_floats(record.vector) for record in records[start:end]],
+                        LEXICAL_VECTOR: [_sparse(terms, avgdl) for terms in analysed[start:end]],
+                    },
+                    payloads=[
+                        {**payload, LENGTH_FIELD: terms.length}
+                        for payload, terms in zip(payloads[start:end], analysed[start:end], strict=True)
+                    ],
                 )
                 await self._client.upsert(name, points=points, wait=True)
         except _VENDOR_ERRORS as exc:
@@ -179,7 +245,17 @@ class QdrantStore:
 
     async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
         checked_name(name)
-        payload = {"document_name": document_name}
+        await self._set_on_document(name, document_id, {"document_name": document_name})
+
+    async def update_document(
+        self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
+    ) -> None:
+        checked_name(name)
+        await self._set_on_document(
+            name, document_id, {"document_name": document_name, "tags": list(tags), "label": label}
+        )
+
+    async def _set_on_document(self, name: str, document_id: str, payload: dict[str, Any]) -> None:
         try:
             await self._client.set_payload(
                 name, payload=payload, points=_chunks_where(document_id=document_id), wait=True
@@ -240,16 +316,51 @@ class QdrantStore:
         properties: Sequence[str],
         max_distance: float | None = None,
         where: SearchFilter | None = None,
+        text: str = "",
+        mode: RetrievalMode = "dense",
+        dense_weight: float = 0.5,
     ) -> list[SearchHit]:
-        """One ``query_points`` call per search; a second one only when equal scores straddle ``limit``."""
+        """Dense: one ``query_points`` call (a second one only when equal scores straddle ``limit``). Lexical
+        and hybrid: see the module docstring."""
         checked_name(name)
-        if limit < 0:
-            raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
-        if limit == 0 or (where is not None and where.document_ids is not None and not where.document_ids):
+        _check_search(limit, mode, dense_weight)
+        if limit == 0 or matches_nothing(where):
             return []
         query = as_floats(vector)
-        query_filter = search_filter(where)
         with_payload: list[str] | bool = list(properties) or False
+        if mode == "dense":
+            return await self._dense(
+                name, query, limit=limit, with_payload=with_payload, max_distance=max_distance, where=where
+            )
+        terms = lexical.query_terms(text)
+        if mode == "lexical":
+            if not terms.ids:
+                return []
+            if not await self._has_lexical(name):
+                raise lexical_index_missing(name)
+            leg = _Leg(name, query, search_filter(where), with_payload, depth=limit, terms=terms)
+            [hits] = await self._legs([leg])
+            return lexical_only(hits, limit=limit, max_distance=max_distance)
+        depth = leg_depth(limit)
+        legs = [_Leg(name, query, search_filter(where), with_payload, depth=depth)]
+        if terms.ids and await self._has_lexical(name, warn=True):
+            legs.append(_Leg(name, query, search_filter(where), with_payload, depth=depth, terms=terms))
+        dense, *lexical_hits = await self._legs(legs)
+        merged = lexical_hits[0] if lexical_hits else []
+        return fuse(dense, merged, dense_weight=dense_weight, limit=limit, max_distance=max_distance)
+
+    async def _dense(
+        self,
+        name: str,
+        query: list[float],
+        *,
+        limit: int,
+        with_payload: list[str] | bool,
+        max_distance: float | None,
+        where: SearchFilter | None,
+    ) -> list[SearchHit]:
+        """The dense mode, kappi's hot path: the engine cuts at ``max_distance`` and builds no legs."""
+        query_filter = search_filter(where)
         threshold = None if max_distance is None else 1.0 - max_distance - _THRESHOLD_SLACK
         fetch = limit + 1  # one more than asked shows whether ties continue past the cut
         try:
@@ -264,16 +375,140 @@ class QdrantStore:
                     score_threshold=threshold,
                 )
                 points = response.points
-                if len(points) < fetch or points[-1].score != points[limit - 1].score:
+                if not ties_continue(points, limit=limit, fetched=fetch):
                     break
                 fetch *= 4
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
         return ranked_hits(points, limit=limit, max_distance=max_distance)
 
+    async def _legs(self, legs: Sequence[_Leg]) -> list[list[SearchHit]]:
+        """Each leg's ``depth`` best hits, ties by id, all legs in one batch request; a leg whose equal scores
+        straddle its depth is asked again, deeper, on its own."""
+        name = legs[0].name
+        fetches = [leg.depth + 1 for leg in legs]
+        try:
+            responses = await self._client.query_batch_points(
+                name, requests=[leg.request(fetch) for leg, fetch in zip(legs, fetches, strict=True)]
+            )
+            return [
+                leg.hits(await self._complete(leg, response.points, fetch))
+                for leg, fetch, response in zip(legs, fetches, responses, strict=True)
+            ]
+        except _VENDOR_ERRORS as exc:
+            raise await self._translated(exc, name) from exc
+
+    async def _complete(self, leg: _Leg, points: list[models.ScoredPoint], fetch: int) -> list[models.ScoredPoint]:
+        """A leg's points, asked again deeper while equal scores may continue past its depth."""
+        while ties_continue(points, limit=leg.depth, fetched=fetch):
+            fetch *= 4
+            [response] = await self._client.query_batch_points(leg.name, requests=[leg.request(fetch)])
+            points = response.points
+        return points
+
+    async def _has_lexical(self, name: str, *, warn: bool = False) -> bool:
+        """Whether the collection has the lexical sparse vector (asked once per collection until it has)."""
+        if name in self._lexical_ready:
+            return True
+        try:
+            info = await self._client.get_collection(name)
+        except _VENDOR_ERRORS as exc:
+            raise await self._translated(exc, name) from exc
+        if LEXICAL_VECTOR in (info.config.params.sparse_vectors or {}):
+            self._lexical_ready.add(name)
+            return True
+        if warn and name not in self._warned_unindexed:
+            self._warned_unindexed.add(name)
+            _log.warning(
+                "Qdrant collection %r has no lexical index yet (created before hybrid retrieval): hybrid searches "
+                "answer with the dense leg alone until it is upgraded (its next write, or upgrade_lexical)",
+                name,
+            )
+        return False
+
+    async def _ensure_lexical(self, name: str) -> None:
+        if not await self._has_lexical(name):
+            await self.upgrade_lexical(name)
+
+    async def upgrade_lexical(self, name: str) -> int:
+        """Give a collection from before the lexical leg its sparse vector and fill it on every chunk lacking it
+        (idempotent and resumable); returns how many chunks were filled. ``ragu`` runs it on a collection's
+        first write; an operator may run it ahead (it reads every chunk once to measure, once to fill)."""
+        checked_name(name)
+        try:
+            info = await self._client.get_collection(name)
+            if LEXICAL_VECTOR not in (info.config.params.sparse_vectors or {}):
+                config = models.SparseVectorNameConfig(sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF))
+                await self._client.create_vector_name(name, vector_name=LEXICAL_VECTOR, vector_name_config=config)
+            await self._create_indexes(name)
+            await self._backfill_lengths(name)
+            chunks, total = await self._lengths(name)
+            filled = await self._backfill_vectors(name, total / chunks if chunks else 0.0)
+        except _VENDOR_ERRORS as exc:
+            raise await self._translated(exc, name) from exc
+        self._lexical_ready.add(name)
+        if filled:
+            _log.info("Qdrant collection %r: lexical index added to %d chunks", name, filled)
+        return filled
+
+    async def _backfill_lengths(self, name: str) -> None:
+        """Pass one of an upgrade: every chunk still without its sparse vector gets its length in terms."""
+        async for page in self._pages_without_lexical(name):
+            analysed = await asyncio.to_thread(_analysed, [record.payload or {} for record in page])
+            operations: list[models.UpdateOperation] = [
+                models.SetPayloadOperation(
+                    set_payload=models.SetPayload(payload={LENGTH_FIELD: terms.length}, points=[record.id])
+                )
+                for record, terms in zip(page, analysed, strict=True)
+            ]
+            await self._client.batch_update_points(name, update_operations=operations, wait=True)
+
+    async def _backfill_vectors(self, name: str, avgdl: float) -> int:
+        """Pass two: the sparse vectors, weighted with the collection's mean length (now known)."""
+        filled = 0
+        async for page in self._pages_without_lexical(name):
+            analysed = await asyncio.to_thread(_analysed, [record.payload or {} for record in page])
+            vectors = [
+                models.PointVectors(id=record.id, vector={LEXICAL_VECTOR: _sparse(terms, avgdl)})
+                for record, terms in zip(page, analysed, strict=True)
+            ]
+            await self._client.update_vectors(name, points=vectors, wait=True)
+            filled += len(vectors)
+        return filled
+
+    async def _pages_without_lexical(self, name: str) -> Any:
+        """Pages of chunks (with ``content``) that have no sparse vector yet, in id order."""
+        offset: models.ExtendedPointId | None = None
+        while True:
+            records, offset = await self._client.scroll(
+                name,
+                scroll_filter=_WITHOUT_LEXICAL,
+                limit=UPGRADE_PAGE,
+                offset=offset,
+                with_payload=["content"],
+                with_vectors=False,
+            )
+            if records:
+                yield records
+            if offset is None:
+                return
+
+    async def _lengths(self, name: str) -> tuple[int, int]:
+        """How many chunks have a length and their total length in terms (a facet: no stats table to keep)."""
+        response = await self._client.facet(
+            name, key=LENGTH_FIELD, facet_filter=_CHUNKS_ONLY, limit=FACET_LIMIT, exact=True
+        )
+        chunks = total = 0
+        for hit in response.hits:
+            if isinstance(hit.value, int) and not isinstance(hit.value, bool):
+                chunks += hit.count
+                total += hit.value * hit.count
+        return chunks, total
+
     async def drop_collection(self, name: str) -> None:
         if not is_collection_name(name):
             return
+        self._lexical_ready.discard(name)
         try:
             await self._client.delete_collection(name)
         except _VENDOR_ERRORS as exc:
@@ -307,15 +542,21 @@ class QdrantStore:
         raise identity_not_found(name)
 
     async def _put_identity(self, name: str, payload: dict[str, Any], dimension: int) -> None:
+        # The identity has no sparse vector: it is outside BM25's statistics and never a lexical hit.
         point = models.PointStruct(id=IDENTITY_ID, vector=identity_vector(dimension), payload=payload)
         await self._client.upsert(name, points=[point], wait=True)
 
-    async def _create_keyword_index(self, name: str, field: str) -> None:
+    async def _create_indexes(self, name: str) -> None:
+        """Keyword indexes on :data:`FILTERABLE`, an integer one (facets) on :data:`LENGTH_FIELD`."""
         with warnings.catch_warnings():
             # Local mode warns that it filters without indexes; we request them for the server's sake.
             warnings.filterwarnings("ignore", message=_LOCAL_INDEX_WARNING, category=UserWarning)
+            for field in FILTERABLE:
+                await self._client.create_payload_index(
+                    name, field_name=field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
+                )
             await self._client.create_payload_index(
-                name, field_name=field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
+                name, field_name=LENGTH_FIELD, field_schema=_LENGTH_INDEX, wait=True
             )
 
     async def _translated(self, exc: Exception, name: str | None) -> AppError:
@@ -332,9 +573,132 @@ class QdrantStore:
         return _rejected(exc)
 
 
+class _Leg:
+    """One leg of a lexical or hybrid search: the request to send and how to read its points."""
+
+    def __init__(
+        self,
+        name: str,
+        query: list[float],
+        query_filter: models.Filter,
+        with_payload: list[str] | bool,
+        *,
+        depth: int,
+        terms: lexical.DocumentTerms | None = None,
+    ) -> None:
+        self.name = name
+        self.query = query
+        self.filter = query_filter
+        self.with_payload = with_payload
+        self.depth = depth
+        self.terms = terms
+        """``None``: the dense leg."""
+
+    def request(self, fetch: int) -> models.QueryRequest:
+        if self.terms is None:
+            return models.QueryRequest(
+                query=self.query, filter=self.filter, limit=fetch, with_payload=self.with_payload, with_vector=False
+            )
+        # Query tfs as values: a term said twice weighs twice; the IDF modifier multiplies each by its IDF.
+        sparse = models.SparseVector(indices=self.terms.ids, values=[float(tf) for tf in self.terms.tfs])
+        return models.QueryRequest(
+            query=sparse,
+            using=LEXICAL_VECTOR,
+            filter=self.filter,
+            limit=fetch,
+            with_payload=self.with_payload,
+            with_vector=[DENSE_VECTOR],  # to measure the cosine distance of hits the dense leg did not find
+        )
+
+    def hits(self, points: Sequence[models.ScoredPoint]) -> list[SearchHit]:
+        """The leg's ``depth`` best, ties by id: dense scored by similarity, lexical by BM25 score."""
+        ranked = sorted(points, key=lambda point: (-point.score, str(point.id)))[: self.depth]
+        if self.terms is None:
+            return [_dense_hit(point) for point in ranked]
+        unit_query = _unit(self.query)
+        return [
+            SearchHit(
+                id=str(point.id),
+                score=point.score,
+                distance=cosine_distance(unit_query, _dense_vector_of(point)),
+                payload=point.payload or {},
+            )
+            for point in ranked
+        ]
+
+
+def _dense_hit(point: models.ScoredPoint) -> SearchHit:
+    score = min(point.score, 1.0)  # float rounding can push an identical vector just past 1
+    return SearchHit(id=str(point.id), score=score, distance=1.0 - score, payload=point.payload or {})
+
+
+def _analysed(payloads: Sequence[dict[str, Any]]) -> list[lexical.DocumentTerms]:
+    """Each payload's ``content`` as the index stores it (none: no terms, still a chunk of the collection)."""
+    return [lexical.document_terms(content if isinstance(content := p.get("content"), str) else "") for p in payloads]
+
+
+def _sparse(terms: lexical.DocumentTerms, avgdl: float) -> models.SparseVector:
+    return models.SparseVector(indices=terms.ids, values=lexical.bm25_weights(terms.tfs, terms.length, avgdl))
+
+
+def _unit(vector: Sequence[float]) -> npt.NDArray[np.float64]:
+    array = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 else array
+
+
+def cosine_distance(unit_query: npt.NDArray[np.float64], stored: Sequence[float] | None) -> float:
+    """``1 - cosine similarity`` of a hit's stored vector to the (unit) query, in ``[0, 2]``; a hit without its
+    vector (none was returned) is as far as can be."""
+    if stored is None:
+        return 2.0
+    similarity = float(np.dot(unit_query, _unit(stored)))
+    return min(max(1.0 - similarity, 0.0), 2.0)
+
+
+def _dense_vector_of(point: models.ScoredPoint) -> Sequence[float] | None:
+    vector: object = point.vector
+    if isinstance(vector, dict):
+        vector = vector.get(DENSE_VECTOR)
+    if isinstance(vector, list) and all(isinstance(x, float | int) for x in vector[:1]):
+        return vector
+    return None
+
+
+def _check_search(limit: int, mode: str, dense_weight: float) -> None:
+    if limit < 0:
+        raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
+    if mode not in RETRIEVAL_MODES:
+        raise InvalidInput(f"retrieval mode must be one of {', '.join(RETRIEVAL_MODES)}", code="invalid_retrieval_mode")
+    if not 0.0 <= dense_weight <= 1.0:
+        raise InvalidInput(f"dense_weight must lie in 0..1, got {dense_weight}", code="invalid_dense_weight")
+
+
+def matches_nothing(where: SearchFilter | None) -> bool:
+    """An empty set of documents, tags or labels keeps no chunk: answered without a request."""
+    if where is None:
+        return False
+    return any(values is not None and not values for values in (where.document_ids, where.tags, where.labels))
+
+
+def lexical_index_missing(name: str) -> Unavailable:
+    return Unavailable(
+        f"Qdrant collection {name!r} has no lexical index yet (created before hybrid retrieval); it gets one on "
+        "its next write, or ask an operator to upgrade it",
+        code="lexical_index_missing",
+        extra={"collection": name, "provider": PROVIDER},
+    )
+
+
+def ties_continue(points: Sequence[models.ScoredPoint], *, limit: int, fetched: int) -> bool:
+    """Whether a full page ends in a tie with the ``limit``-th point, so more equal scores may follow."""
+    return len(points) >= fetched > limit and points[-1].score == points[limit - 1].score
+
+
 @functools.lru_cache(maxsize=1024)
 def search_filter(where: SearchFilter | None) -> models.Filter:
-    """The Qdrant filter for a search: never the identity, plus the access and document conditions.
+    """The Qdrant filter for a search (every leg): never the identity, plus the access, document, tag and label
+    conditions.
 
     Cached: building the pydantic models costs ~35 µs a search, and kappi asks with few distinct group sets.
     Sharing is safe because the client never changes a filter it is given (local mode copies first).
@@ -344,8 +708,9 @@ def search_filter(where: SearchFilter | None) -> models.Filter:
     must: list[models.Condition] = []
     if where.readable_by is not None:
         must.append(_readable_by(where.readable_by))
-    if where.document_ids is not None:
-        must.append(models.FieldCondition(key="document_id", match=models.MatchAny(any=sorted(where.document_ids))))
+    for key, values in (("document_id", where.document_ids), ("tags", where.tags), ("label", where.labels)):
+        if values is not None:
+            must.append(models.FieldCondition(key=key, match=models.MatchAny(any=sorted(values))))
     return models.Filter(must=must, must_not=[_NOT_IDENTITY]) if must else _CHUNKS_ONLY
 
 
@@ -353,11 +718,10 @@ def ranked_hits(points: Sequence[models.ScoredPoint], *, limit: int, max_distanc
     """Closest first, equal scores by id ascending, at most ``limit``, none beyond ``max_distance``."""
     hits = []
     for point in sorted(points, key=lambda point: (-point.score, str(point.id))):
-        score = min(point.score, 1.0)  # float rounding can push an identical vector just past 1
-        distance = 1.0 - score
-        if max_distance is not None and distance > max_distance:
+        hit = _dense_hit(point)
+        if max_distance is not None and hit.distance > max_distance:
             break
-        hits.append(SearchHit(id=str(point.id), score=score, distance=distance, payload=point.payload or {}))
+        hits.append(hit)
         if len(hits) == limit:
             break
     return hits

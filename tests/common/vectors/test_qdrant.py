@@ -24,10 +24,18 @@ from qdrant_client import AsyncQdrantClient, models
 
 from common.errors import Conflict, InvalidInput, NotFound, Unavailable
 from common.vectors.base import IDENTITY_ID, SearchFilter, VectorRecord, identity_vector
-from common.vectors.qdrant import UPSERT_BATCH, QdrantStore
+from common.vectors.qdrant import LENGTH_FIELD, LEXICAL_VECTOR, UPSERT_BATCH, QdrantStore
 from schemas.models import Identity
 
 DIM = 4
+LENGTH_INDEX = models.IntegerIndexParams(type=models.IntegerIndexType.INTEGER, lookup=True, range=False)
+HANDBOOK_INDEXES = [
+    ("Handbook", "document_id", models.PayloadSchemaType.KEYWORD),
+    ("Handbook", "groups", models.PayloadSchemaType.KEYWORD),
+    ("Handbook", "tags", models.PayloadSchemaType.KEYWORD),
+    ("Handbook", "label", models.PayloadSchemaType.KEYWORD),
+    ("Handbook", LENGTH_FIELD, LENGTH_INDEX),
+]
 
 
 class RecordingClient(AsyncQdrantClient):
@@ -90,13 +98,11 @@ async def test_create_collection_requests_keyword_indexes_on_filterable_fields(
 ) -> None:
     await store.create_collection(make_identity(), DIM)
 
-    assert client.indexes == [
-        ("Handbook", "document_id", models.PayloadSchemaType.KEYWORD),
-        ("Handbook", "groups", models.PayloadSchemaType.KEYWORD),
-    ]
-    params = (await client.get_collection("Handbook")).config.params.vectors
-    assert isinstance(params, models.VectorParams)
-    assert (params.size, params.distance) == (DIM, models.Distance.COSINE)
+    assert client.indexes == HANDBOOK_INDEXES
+    params = (await client.get_collection("Handbook")).config.params
+    assert isinstance(params.vectors, models.VectorParams)
+    assert (params.vectors.size, params.vectors.distance) == (DIM, models.Distance.COSINE)
+    assert params.sparse_vectors == {LEXICAL_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
 
 
 async def test_identity_point_is_the_nil_uuid_with_the_unit_vector(store: QdrantStore, client: RecordingClient) -> None:
@@ -157,10 +163,7 @@ async def test_foreign_collections_are_not_listed_and_left_untouched(
         models.Record(id=7, payload={"title": "someone else's"}, vector=[0.5] * DIM)
     ]
     assert (await client.retrieve("Lookalike", ids=[IDENTITY_ID]))[0].payload == lookalike.payload
-    assert client.indexes == [
-        ("Handbook", "document_id", models.PayloadSchemaType.KEYWORD),
-        ("Handbook", "groups", models.PayloadSchemaType.KEYWORD),
-    ]
+    assert client.indexes == HANDBOOK_INDEXES
 
 
 async def test_an_identity_filed_under_another_name_is_not_listed(store: QdrantStore, client: RecordingClient) -> None:
