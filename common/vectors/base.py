@@ -23,7 +23,8 @@ Retrieval modes (:data:`RetrievalMode`), identical in every adapter:
 
 In every mode: hits sorted by score descending, ties by id ascending; ``distance`` is the cosine distance between
 the hit's stored vector and the query vector; every ``where`` condition applies to every leg; ``max_distance``
-drops hits further than it from the ranked list before ``limit`` is taken; the identity record is never a hit.
+is a post-filter: of the ``limit`` best hits, those further than it are dropped (in a dense search that is the
+same as cutting first); the identity record is never a hit.
 """
 
 from __future__ import annotations

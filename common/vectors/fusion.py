@@ -31,7 +31,8 @@ def fuse(
     max_distance: float | None = None,
 ) -> list[SearchHit]:
     """The hybrid answer from both legs, each ranked best first (dense by distance, lexical by BM25 score, ties
-    by id): fused score descending, ties by id; hits further than ``max_distance`` dropped, then ``limit``.
+    by id): fused score descending, ties by id, the first ``limit``; of those, hits further than ``max_distance``
+    dropped (a post-filter, as in a dense search).
 
     ``lexical_hits`` carry their BM25 score as ``score``; both legs carry the cosine ``distance`` to the query.
     """
@@ -50,7 +51,7 @@ def fuse(
         fused.append((-score, id_))
     fused.sort()
     hits: list[SearchHit] = []
-    for negative, id_ in fused:
+    for negative, id_ in fused[:limit]:
         hit = found[id_]
         if max_distance is not None and hit.distance > max_distance:
             continue
@@ -61,24 +62,18 @@ def fuse(
             fused_score=-negative,
         )
         hits.append(SearchHit(id=id_, score=-negative, distance=hit.distance, payload=hit.payload, legs=legs))
-        if len(hits) == limit:
-            break
     return hits
 
 
 def lexical_only(
     lexical_hits: Sequence[SearchHit], *, limit: int, max_distance: float | None = None
 ) -> list[SearchHit]:
-    """A lexical search's answer from its leg (ranked best first, BM25 ``score``): legs filled, hits further than
-    ``max_distance`` dropped, then ``limit``."""
+    """A lexical search's answer from its leg (ranked best first, BM25 ``score``): the first ``limit``, legs
+    filled; of those, hits further than ``max_distance`` dropped."""
     hits: list[SearchHit] = []
-    if limit < 1:
-        return hits
-    for rank, hit in enumerate(lexical_hits, 1):
+    for rank, hit in enumerate(lexical_hits[: max(limit, 0)], 1):
         if max_distance is not None and hit.distance > max_distance:
             continue
         legs = Legs(dense_rank=None, lexical_rank=rank, lexical_score=hit.score, fused_score=None)
         hits.append(SearchHit(id=hit.id, score=hit.score, distance=hit.distance, payload=hit.payload, legs=legs))
-        if len(hits) == limit:
-            break
     return hits

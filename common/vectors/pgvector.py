@@ -27,22 +27,26 @@ Errors: unknown collection → ``NotFound("collection_not_found")``; connection 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import asyncpg
 import msgspec
 import numpy as np
 import numpy.typing as npt
+from pgvector import SparseVector
 from pgvector import Vector as PgVector
 
 from common.db.database import Connection, Pool, init_connection
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
+from common.vectors import lexical
 from common.vectors.base import (
     IDENTITY_ID,
+    RetrievalMode,
     Search,
     SearchFilter,
     SearchHit,
@@ -52,10 +56,13 @@ from common.vectors.base import (
     identity_vector,
 )
 from common.vectors.changes import add_trigger, announce, announces_writes
+from common.vectors.fusion import fuse, leg_depth, lexical_only
 from common.vectors.records import (
     as_floats,
+    check_retrieval,
     checked_identity_payload,
     checked_name,
+    chunk_content,
     chunk_uuid,
     collection_already_exists,
     collection_not_found,
@@ -85,6 +92,8 @@ an index to use (HNSW, the ``document_id`` btree, the primary key); on a small c
 rather scan it whole, and then its ``groups`` filter decompresses every chunk's payload: 14 ms of PostgreSQL
 CPU per question over three collections of 900 chunks, against about 2 ms through HNSW. Statements with no
 index to use (counts, group rewrites) still scan: the setting only makes the scan the last resort."""
+ANALYSE_INLINE_CHARS = 20_000
+"""Upserts with more text than this analyse it in a thread (~1 ms per 20k characters inline)."""
 SNAPSHOT_BATCH = 2000
 """Rows per fetch of :meth:`PgVectorStore.snapshot`: the event loop serves requests between batches."""
 Chunk: TypeAlias = tuple[str, npt.NDArray[np.float32], dict[str, Any]]
@@ -97,6 +106,119 @@ _CONNECTION_ERRORS = (
 )
 
 _log = logging.getLogger(__name__)
+
+LEXICAL_SCHEMA = "vectors_lexical"
+"""Each collection's term statistics, in a table of the collection's name (outside ``vectors``, where every
+table is a collection)."""
+_COUNT_TERMS = "ragu_count_terms"
+_CLEAR_TERMS = "ragu_clear_terms"
+LEXICAL_FUNCTIONS = (
+    f"CREATE SCHEMA IF NOT EXISTS {LEXICAL_SCHEMA}",
+    f"""
+CREATE OR REPLACE FUNCTION {LEXICAL_SCHEMA}.{_COUNT_TERMS}() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    changed text;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        changed := 'SELECT terms, lexical_length, 1 AS sign FROM new_rows WHERE terms IS NOT NULL';
+    ELSIF TG_OP = 'DELETE' THEN
+        changed := 'SELECT terms, lexical_length, -1 AS sign FROM old_rows WHERE terms IS NOT NULL';
+    ELSE  -- only rows whose terms changed: a payload rewrite (groups, tags, names) costs a join, no counting
+        changed := 'SELECT o.terms AS old_terms, o.lexical_length AS old_length, n.terms, n.lexical_length '
+            'FROM old_rows o JOIN new_rows n USING (id) '
+            'WHERE (o.terms, o.lexical_length) IS DISTINCT FROM (n.terms, n.lexical_length)';
+        changed := 'SELECT old_terms AS terms, old_length AS lexical_length, -1 AS sign FROM (' || changed
+            || ') c WHERE old_terms IS NOT NULL UNION ALL SELECT terms, lexical_length, 1 FROM (' || changed
+            || ') c WHERE terms IS NOT NULL';
+    END IF;
+    -- Row 0 first, then terms ascending: concurrent writers of a collection lock rows in one order.
+    EXECUTE format($sql$
+        WITH c AS MATERIALIZED (%s)
+        INSERT INTO {LEXICAL_SCHEMA}.%I AS s (term, chunks, length)
+        SELECT term, sum(chunks), sum(length) FROM (
+            SELECT 0 AS term, sum(sign) AS chunks, sum(sign * lexical_length::int8) AS length FROM c
+            UNION ALL
+            SELECT t, sum(sign), 0 FROM c, unnest(c.terms) t GROUP BY t
+        ) d
+        GROUP BY term HAVING sum(chunks) <> 0 OR sum(length) <> 0
+        ORDER BY term
+        ON CONFLICT (term) DO UPDATE SET chunks = s.chunks + EXCLUDED.chunks, length = s.length + EXCLUDED.length
+    $sql$, changed, TG_TABLE_NAME);
+    RETURN NULL;
+END
+$fn$
+""",
+    f"""
+CREATE OR REPLACE FUNCTION {LEXICAL_SCHEMA}.{_CLEAR_TERMS}() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    EXECUTE format('DELETE FROM {LEXICAL_SCHEMA}.%I', TG_TABLE_NAME);
+    RETURN NULL;
+END
+$fn$
+""",
+)
+"""The functions every collection's lexical triggers call (migration 0012 runs these; a change needs a new
+migration). Row ``term = 0`` of a collection's statistics holds its chunk count and total length; every other
+row a term's document frequency (chunks holding it)."""
+
+
+def lexical_index(name: str) -> list[str]:
+    """The statements that give collection ``name`` (a table without them) its lexical index: the columns the adapter
+    writes at upsert, the GIN index that finds candidates, the filter indexes on ``tags`` and ``label``, and the
+    statistics table with the statement-level triggers (transition tables) that keep it exact.
+
+    - ``terms int4[]``: the chunk's distinct term ids (:mod:`common.vectors.lexical`); ``NULL`` on the identity.
+    - ``lexical sparsevec``: BM25's saturated tf weight of each term (IDF comes at query time).
+    - ``lexical_length int4``: the chunk's length in terms.
+    """
+    table, stats = table_of(name), stats_of(name)
+    statements = [
+        f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS terms int4[], ADD COLUMN IF NOT EXISTS lexical sparsevec, "
+        "ADD COLUMN IF NOT EXISTS lexical_length int4",
+        # In the row, as the embedding: a keyword query reads both for every candidate; a long payload moves out.
+        f"ALTER TABLE {table} ALTER COLUMN terms SET STORAGE MAIN, ALTER COLUMN lexical SET STORAGE MAIN",
+        # Unnamed: PostgreSQL picks names unique in the schema (ours would be cut at 63 bytes and could clash).
+        f"CREATE INDEX ON {table} USING gin (terms)",
+        f"CREATE INDEX ON {table} USING gin ((payload->'tags'))",
+        f"CREATE INDEX ON {table} ((payload->>'label'))",
+        f"CREATE TABLE IF NOT EXISTS {stats} (term int4 PRIMARY KEY, chunks int8 NOT NULL, length int8 NOT NULL)",
+    ]
+    for event, referencing in (
+        ("INSERT", "NEW TABLE AS new_rows"),
+        ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+        ("DELETE", "OLD TABLE AS old_rows"),
+    ):
+        statements.append(
+            f"CREATE OR REPLACE TRIGGER ragu_terms_{event.lower()} AFTER {event} ON {table} "
+            f"REFERENCING {referencing} FOR EACH STATEMENT EXECUTE FUNCTION {LEXICAL_SCHEMA}.{_COUNT_TERMS}()"
+        )
+    statements.append(
+        f"CREATE OR REPLACE TRIGGER ragu_terms_truncate AFTER TRUNCATE ON {table} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {LEXICAL_SCHEMA}.{_CLEAR_TERMS}()"
+    )
+    return statements
+
+
+class LexicalColumns(NamedTuple):
+    """A batch's values for the lexical columns, in record order."""
+
+    terms: list[list[int]]
+    weights: list[SparseVector]
+    lengths: list[int]
+
+
+def lexical_columns(contents: Sequence[str], *, chunks: int, length: int) -> LexicalColumns:
+    """What :meth:`PgVectorStore.upsert` (and migration 0012) writes for these contents, in a collection of
+    ``chunks`` chunks of ``length`` terms in all before them: BM25 tf weights against the mean length with the
+    batch counted in."""
+    analysed = [lexical.document_terms(content) for content in contents]
+    total_chunks = chunks + len(analysed)
+    avgdl = (length + sum(a.length for a in analysed)) / total_chunks if total_chunks else 0.0
+    weights = [
+        SparseVector(dict(zip(a.ids, lexical.bm25_weights(a.tfs, a.length, avgdl), strict=True)), lexical.TERM_SPACE)
+        for a in analysed
+    ]
+    return LexicalColumns([a.ids for a in analysed], weights, [a.length for a in analysed])
 
 
 async def open_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> Pool:
@@ -162,6 +284,8 @@ class PgVectorStore:
                 await conn.execute(f"CREATE INDEX ON {table} ((payload->>'document_id'))")
                 await conn.execute(f"CREATE INDEX ON {table} USING gin ((payload->'groups'))")
                 await conn.execute(add_trigger(table))
+                for statement in lexical_index(identity.name):
+                    await conn.execute(statement)
                 await _put_identity(conn, table, payload, dimension)
         except (asyncpg.DuplicateTableError, asyncpg.UniqueViolationError) as exc:
             # A concurrent create of the same name surfaces as a unique violation in the catalog.
@@ -227,14 +351,27 @@ class PgVectorStore:
         latest = {chunk_uuid(record.id): record for record in records}
         if not latest:
             return
+        contents = [chunk_content(record.payload) for record in latest.values()]
         async with self._connection(name) as conn:
+            totals = await conn.fetchrow(f"SELECT chunks, length FROM {stats_of(name)} WHERE term = 0")
+            chunks, length = (totals["chunks"], totals["length"]) if totals is not None else (0, 0)
+            if sum(map(len, contents)) > ANALYSE_INLINE_CHARS:  # a worker's batch: keep its loop responsive
+                columns = await asyncio.to_thread(lexical_columns, contents, chunks=chunks, length=length)
+            else:
+                columns = lexical_columns(contents, chunks=chunks, length=length)
             await conn.execute(
-                f"INSERT INTO {table} (id, embedding, payload) "
-                "SELECT * FROM unnest($1::uuid[], $2::vector[], $3::jsonb[]) "
-                "ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding, payload = EXCLUDED.payload",
+                f"INSERT INTO {table} (id, embedding, payload, terms, lexical, lexical_length) "
+                "SELECT id, embedding, payload, string_to_array(terms, ',')::int4[], lexical, lexical_length "
+                "FROM unnest($1::uuid[], $2::vector[], $3::jsonb[], $4::text[], $5::sparsevec[], $6::int4[]) "
+                "AS u(id, embedding, payload, terms, lexical, lexical_length) "
+                "ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding, payload = EXCLUDED.payload, "
+                "terms = EXCLUDED.terms, lexical = EXCLUDED.lexical, lexical_length = EXCLUDED.lexical_length",
                 list(latest),
                 [as_vector(record.vector) for record in latest.values()],
                 [record.payload for record in latest.values()],
+                [",".join(map(str, ids)) for ids in columns.terms],
+                columns.weights,
+                columns.lengths,
             )
 
     async def delete_document(self, name: str, document_id: str) -> None:
@@ -252,6 +389,22 @@ class PgVectorStore:
                 "AND payload->>'document_name' IS DISTINCT FROM $2",
                 document_id,
                 document_name,
+            )
+
+    async def update_document(
+        self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
+    ) -> None:
+        """One statement; chunks that already carry these values are not rewritten."""
+        table = table_of(name)
+        fields = {"document_name": document_name, "tags": list(tags), "label": label}
+        async with self._connection(name) as conn:
+            await conn.execute(
+                f"UPDATE {table} SET payload = payload || $2::jsonb "
+                f"WHERE payload->>'document_id' = $1 AND {CHUNKS_ONLY} "
+                "AND (payload->'document_name', payload->'tags', payload->'label') "
+                "IS DISTINCT FROM ($2::jsonb->'document_name', $2::jsonb->'tags', $2::jsonb->'label')",
+                document_id,
+                fields,
             )
 
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
@@ -291,10 +444,28 @@ class PgVectorStore:
         properties: Sequence[str],
         max_distance: float | None = None,
         where: SearchFilter | None = None,
+        text: str = "",
+        mode: RetrievalMode = "dense",
+        dense_weight: float = 0.5,
     ) -> list[SearchHit]:
-        """One query per search; asks again only when equal distances straddle ``limit``, so that ties are
-        broken by id over every tied chunk, not over those HNSW met first."""
+        """Dense: one query per search; asks again only when equal distances straddle ``limit``, so that ties
+        are broken by id over every tied chunk, not over those HNSW met first. Lexical and hybrid: one query
+        (:meth:`_search_lexical`)."""
         table = table_of(name)
+        if mode != "dense":
+            check_retrieval(mode, dense_weight)
+            wanted = Search(
+                name=name,
+                vector=vector,
+                limit=limit,
+                properties=properties,
+                max_distance=max_distance,
+                where=where,
+                text=text,
+                mode=mode,
+                dense_weight=dense_weight,
+            )
+            return await self._search_lexical(wanted)
         if _finds_nothing(limit, where):
             return []
         query = as_vector(vector)
@@ -312,6 +483,41 @@ class PgVectorStore:
                 fetch *= 4
         return [_hit(row) for row in rows[:limit]]
 
+    async def _search_lexical(self, search: Search) -> list[SearchHit]:
+        """A lexical or hybrid search: both legs in one statement (:func:`_lexical_statement`), fused here.
+
+        The dense leg takes HNSW's candidates under the session's ``ef_search`` (the iterative scan fills the
+        leg's depth), so a hybrid search costs one round trip and about one dense search of PostgreSQL's time.
+        """
+        if _finds_nothing(search.limit, search.where):
+            return []
+        terms = lexical.query_terms(search.text)
+        hybrid = search.mode == "hybrid"
+        if not terms.ids and not hybrid:
+            return []  # nothing to look for: only stop words or punctuation
+        name, depth = search.name, leg_depth(search.limit) if hybrid else search.limit
+        query = as_vector(search.vector)
+        if terms.ids:
+            sql, filter_args = _lexical_statement(table_of(name), stats_of(name), search.where, with_dense=hybrid)
+            args = [query, depth, list(search.properties), terms.ids, terms.tfs, *filter_args]
+        else:
+            sql, filter_args = _search_statement(table_of(name), search.where, with_max_distance=False)
+            args = [query, depth, list(search.properties), *filter_args]
+        async with self._connection(name) as conn:
+            rows = await self._fetch(conn, sql, args, ef_search=DEFAULT_EF_SEARCH)
+        dense = sorted((r for r in rows if r.get("leg", 0) == 0), key=lambda r: (r["distance"], r["id"]))
+        found = sorted((r for r in rows if r.get("leg", 0) == 1), key=lambda r: (-r["score"], r["id"]))
+        lexical_hits = [_hit(row, score=row["score"]) for row in found]
+        if not hybrid:
+            return lexical_only(lexical_hits, limit=search.limit, max_distance=search.max_distance)
+        return fuse(
+            [_hit(row) for row in dense],
+            lexical_hits,
+            dense_weight=search.dense_weight,
+            limit=search.limit,
+            max_distance=search.max_distance,
+        )
+
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         """The searches that fit the session's ``ef_search`` as one ``UNION ALL`` statement: one round trip
         and one plan for an agent's whole fan-out (a quarter of PostgreSQL's CPU per question, measured);
@@ -321,7 +527,11 @@ class PgVectorStore:
         for n, search in enumerate(searches):
             if _finds_nothing(search.limit, search.where):
                 results[n] = []
-            elif _ef_search(search.limit + 1) == DEFAULT_EF_SEARCH and is_collection_name(search.name):
+            elif (
+                search.mode == "dense"
+                and _ef_search(search.limit + 1) == DEFAULT_EF_SEARCH
+                and is_collection_name(search.name)
+            ):
                 batch.append((n, search))
         if len(batch) > 1:
             try:
@@ -375,7 +585,7 @@ class PgVectorStore:
         if not is_collection_name(name):
             return
         async with self._connection(name) as conn, conn.transaction():
-            await conn.execute(f"DROP TABLE IF EXISTS {table_of(name)}")
+            await conn.execute(f"DROP TABLE IF EXISTS {table_of(name)}, {stats_of(name)}")
             await announce(conn, name)  # no trigger fires on DROP
 
     async def list_identities(self) -> list[Identity]:
@@ -473,27 +683,92 @@ def _search_statement(
     requested payload properties (the rest never leaves the server) and sorts exactly.
     """
     vector, limit, properties = f"${first}", f"${first + 1}", f"${first + 2}"
-    conditions = [CHUNKS_ONLY]
-    args: list[Any] = []
-    if where is not None and where.readable_by is not None:
-        args.append(sorted(where.readable_by))
-        conditions.append(f"(payload->'groups' IS NULL OR payload->'groups' ?| ${first + 2 + len(args)}::text[])")
-    if where is not None and where.document_ids is not None:
-        args.append(sorted(where.document_ids))
-        conditions.append(f"payload->>'document_id' = ANY(${first + 2 + len(args)}::text[])")
+    conditions, args = _conditions(where, first + 3)
     cut = f"WHERE h.distance <= ${first + 3 + len(args)}::float8" if with_max_distance else ""
     sql = f"""
-        SELECT h.id, h.distance,
-               (SELECT jsonb_object_agg(p.key, p.value) FROM jsonb_each(h.payload) p
-                WHERE p.key = ANY({properties}::text[])) AS payload
+        SELECT h.id, h.distance, {_projected("h.payload", properties)} AS payload
         FROM (
             SELECT id, payload, embedding <=> {vector} AS distance FROM {table}
-            WHERE {" AND ".join(conditions)}
+            WHERE {conditions}
             ORDER BY embedding <=> {vector}
             LIMIT {limit}
         ) h
         {cut}
         ORDER BY h.distance, h.id
+    """
+    return sql, args
+
+
+def _conditions(where: SearchFilter | None, first: int) -> tuple[str, list[Any]]:
+    """The ``WHERE`` of every leg for this filter, its parameters numbered from ``first``, and their values."""
+    conditions = [CHUNKS_ONLY]
+    args: list[Any] = []
+    if where is not None and where.readable_by is not None:
+        args.append(sorted(where.readable_by))
+        conditions.append(f"(payload->'groups' IS NULL OR payload->'groups' ?| ${first + len(args) - 1}::text[])")
+    if where is not None and where.document_ids is not None:
+        args.append(sorted(where.document_ids))
+        conditions.append(f"payload->>'document_id' = ANY(${first + len(args) - 1}::text[])")
+    if where is not None and where.tags is not None:
+        args.append(sorted(where.tags))
+        conditions.append(
+            f"jsonb_typeof(payload->'tags') = 'array' AND payload->'tags' ?| ${first + len(args) - 1}::text[]"
+        )
+    if where is not None and where.labels is not None:
+        args.append(sorted(where.labels))
+        conditions.append(f"payload->>'label' = ANY(${first + len(args) - 1}::text[])")
+    return " AND ".join(conditions), args
+
+
+def _projected(payload: str, properties: str) -> str:
+    """SQL for the requested properties of ``payload`` only: the rest never leaves the server."""
+    wanted = f"p.key = ANY({properties}::text[])"
+    return f"(SELECT jsonb_object_agg(p.key, p.value) FROM jsonb_each({payload}) p WHERE {wanted})"
+
+
+def _lexical_statement(
+    table: str, stats: str, where: SearchFilter | None, *, with_dense: bool
+) -> tuple[str, list[Any]]:
+    """The lexical leg (and, ``with_dense``, the dense leg beside it: one round trip for a hybrid search), its
+    parameters: the query vector, the depth of each leg, the property names, the query's term ids and their
+    repeats, then the returned filter arguments. Rows carry ``leg`` (0 dense, 1 lexical), ``id``, ``distance``
+    and, lexical rows, ``score``; each leg sorted by the caller.
+
+    The query's IDF weights are computed here from the collection's exact statistics, as a ``sparsevec`` (its text
+    form counts indices from 1, the binary one the chunks travel in from 0: hence ``term + 1``) whose
+    inner product with a chunk's tf weights is the chunk's BM25 score; the GIN index on ``terms`` finds the
+    chunks holding any query term, and only those are scored.
+    """
+    conditions, args = _conditions(where, 6)
+    dense = f"""
+        SELECT 0 AS leg, d.id, d.distance, NULL::float8 AS score, {_projected("d.payload", "$3")} AS payload
+        FROM (
+            SELECT id, payload, embedding <=> $1 AS distance FROM {table}
+            WHERE {conditions}
+            ORDER BY embedding <=> $1
+            LIMIT $2
+        ) d
+        UNION ALL
+    """
+    sql = f"""
+        WITH totals AS (SELECT chunks FROM {stats} WHERE term = 0),
+        query AS (
+            SELECT format('{{%s}}/{lexical.TERM_SPACE}', string_agg(
+                s.term + 1 || ':' || q.tf * ln(1 + (totals.chunks - s.chunks + 0.5) / (s.chunks + 0.5)), ','
+                ORDER BY s.term))::sparsevec AS weights
+            FROM unnest($4::int4[], $5::int4[]) q(term, tf)
+            JOIN {stats} s ON s.term = q.term AND s.chunks > 0
+            CROSS JOIN totals
+        )
+        {dense if with_dense else ""}
+        SELECT 1 AS leg, l.id, l.distance, l.score, {_projected("l.payload", "$3")} AS payload
+        FROM (
+            SELECT id, payload, embedding <=> $1 AS distance, -(lexical <#> query.weights) AS score
+            FROM {table}, query
+            WHERE terms && $4::int4[] AND {conditions}
+            ORDER BY lexical <#> query.weights, id
+            LIMIT $2
+        ) l
     """
     return sql, args
 
@@ -512,9 +787,11 @@ def _ties_past(rows: Sequence[asyncpg.Record], limit: int, fetched: int) -> bool
     return len(rows) == fetched > limit and rows[-1]["distance"] == rows[limit - 1]["distance"]
 
 
-def _hit(row: asyncpg.Record) -> SearchHit:
+def _hit(row: asyncpg.Record, *, score: float | None = None) -> SearchHit:
+    """A row as a hit; ``score`` defaults to the cosine similarity."""
     distance: float = row["distance"]
-    return SearchHit(id=str(row["id"]), score=1.0 - distance, distance=distance, payload=row["payload"] or {})
+    similarity = 1.0 - distance if score is None else score
+    return SearchHit(id=str(row["id"]), score=similarity, distance=distance, payload=row["payload"] or {})
 
 
 async def _put_identity(conn: Connection, table: str, payload: dict[str, Any], dimension: int) -> None:
@@ -544,3 +821,8 @@ async def _dimension(conn: Connection, name: str) -> int:
 def table_of(name: str) -> str:
     """The quoted table of a collection; the name is checked first, so nothing else ever reaches SQL."""
     return f'{SCHEMA}."{checked_name(name)}"'
+
+
+def stats_of(name: str) -> str:
+    """The quoted table of a collection's term statistics (:func:`lexical_index`)."""
+    return f'{LEXICAL_SCHEMA}."{checked_name(name)}"'

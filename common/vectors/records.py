@@ -16,7 +16,15 @@ import msgspec
 import numpy as np
 
 from common.errors import AppError, Conflict, InvalidInput, NotFound
-from common.vectors.base import ChunkPayload, Search, SearchHit, SearchResult, Vector, VectorStore
+from common.vectors.base import (
+    RETRIEVAL_MODES,
+    ChunkPayload,
+    Search,
+    SearchHit,
+    SearchResult,
+    Vector,
+    VectorStore,
+)
 from schemas import SchemaViolation, ecma, validate
 from schemas.models import NAME_PATTERN, Identity, parse_identity
 
@@ -126,6 +134,26 @@ def collection_already_exists(name: str) -> Conflict:
 def identity_not_found(name: str) -> NotFound:
     """The collection exists but :func:`valid_identity` finds no identity of its own in it."""
     return NotFound(f"collection {name!r} holds no valid Ragu identity record", code="identity_not_found")
+
+
+def check_retrieval(mode: object, dense_weight: object) -> None:
+    """``InvalidInput`` for a retrieval mode or fusion weight no adapter knows, before any engine sees them."""
+    if mode not in RETRIEVAL_MODES:
+        raise InvalidInput(
+            f"retrieval mode is one of {', '.join(RETRIEVAL_MODES)}, got {mode!r}",
+            code="invalid_retrieval_mode",
+            extra={"modes": list(RETRIEVAL_MODES)},
+        )
+    if isinstance(dense_weight, bool) or not isinstance(dense_weight, int | float) or not 0 <= dense_weight <= 1:
+        raise InvalidInput(f"dense_weight is a number from 0 to 1, got {dense_weight!r}", code="invalid_dense_weight")
+
+
+def chunk_content(payload: ChunkPayload | dict[str, Any]) -> str:
+    """The text the lexical index holds of a record: its ``content``, or nothing when it has none."""
+    if isinstance(payload, ChunkPayload):
+        return payload.content
+    content = payload.get("content")
+    return content if isinstance(content, str) else ""
 
 
 async def search_each(store: VectorStore, searches: Sequence[Search]) -> list[SearchResult]:

@@ -54,16 +54,18 @@ def test_equal_fused_scores_are_ordered_by_id() -> None:
     assert [h.id for h in fused] == ["y", "z"]
 
 
-def test_max_distance_drops_far_hits_before_the_limit() -> None:
-    fused = fuse(DENSE, LEXICAL, dense_weight=0.5, limit=2, max_distance=0.25)
-    assert [h.id for h in fused] == ["a", "b"]
+def test_max_distance_drops_far_hits_from_the_limited_answer() -> None:
+    assert [h.id for h in fuse(DENSE, LEXICAL, dense_weight=0.5, limit=3)] == ["a", "c", "b"]
+    fused = fuse(DENSE, LEXICAL, dense_weight=0.5, limit=3, max_distance=0.25)
+    assert [h.id for h in fused] == ["a", "b"]  # d is not promoted into the answer
     assert fuse(DENSE, LEXICAL, dense_weight=0.5, limit=0) == []
 
 
 def test_lexical_only_keeps_bm25_scores_and_ranks() -> None:
-    hits = lexical_only(LEXICAL, limit=2, max_distance=0.5)
+    hits = lexical_only(LEXICAL, limit=3, max_distance=0.5)
     assert [(h.id, h.score) for h in hits] == [("c", 7.0), ("a", 1.0)]
     assert hits[1].legs == Legs(dense_rank=None, lexical_rank=3, lexical_score=1.0, fused_score=None)
+    assert [h.id for h in lexical_only(LEXICAL, limit=2)] == ["c", "d"]
     assert lexical_only(LEXICAL, limit=0) == []
 
 

@@ -74,7 +74,7 @@ def random_records(count: int, *, seed: int, groups_of: dict[int, list[str]] | N
     return records
 
 
-async def test_a_collection_is_a_table_with_hnsw_document_and_groups_indexes(store: PgVectorStore, pool: Pool) -> None:
+async def test_a_collection_is_a_table_with_hnsw_filter_and_lexical_indexes(store: PgVectorStore, pool: Pool) -> None:
     identity = new_identity()
     await store.create_collection(identity, DIM)
 
@@ -95,12 +95,18 @@ async def test_a_collection_is_a_table_with_hnsw_document_and_groups_indexes(sto
         ("id", "uuid", True, b"p"),
         ("embedding", f"vector({DIM})", True, b"p"),  # plain: TOAST moves a long payload, never the vector
         ("payload", "jsonb", True, b"x"),
+        ("terms", "integer[]", False, b"m"),  # the lexical index (the identity has none), in the row too
+        ("lexical", "sparsevec", False, b"m"),
+        ("lexical_length", "integer", False, b"p"),
     ]
     assert indexes == {
         "btree (id)",
         "hnsw (embedding vector_cosine_ops)",
         "btree (((payload ->> 'document_id'::text)))",
         "gin (((payload -> 'groups'::text)))",
+        "gin (terms)",
+        "gin (((payload -> 'tags'::text)))",
+        "btree (((payload ->> 'label'::text)))",
     }
 
 
