@@ -54,7 +54,7 @@ import time
 import unicodedata
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +211,8 @@ REFUSAL = re.compile(
     r"|(?:do|does|did) not (?:contain|say|mention|include|provide|specify|state|cover|answer|have)"
     r"|(?:doesn't|don't|didn't) (?:contain|say|mention|include|provide|specify|state|cover|answer|have)"
     r"|(?:is|are) not (?:mentioned|stated|provided|specified|covered|given|found|included|available)"
-    r"|no (?:information|mention|answer|relevant)|nothing (?:in|that|about|relevant)|found nothing"
+    r"|no (?:information|mention|answer|relevant|passage|source|document|context)|nothing (?:in|that|about|relevant)"
+    r"|found nothing"
     r"|none of (?:the|your) (?:documents|sources|passages|context)|not (?:enough|sufficient) information"
     r"|unable to (?:find|answer|determine)|cannot be (?:determined|answered|found))",
 )
@@ -1005,6 +1006,16 @@ async def _llama(s: Stack, options: Options) -> Llama | None:
     return None
 
 
+def rescore(result: dict[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
+    """A saved result judged again with today's scoring (its stored answers, nothing asked again)."""
+    names = {f.name for f in fields(Asked)}
+    providers = {
+        name: summarise(name, questions, [Asked(**{k: v for k, v in a.items() if k in names}) for a in p["answers"]])
+        for name, p in result["providers"].items()
+    }
+    return {**result, "providers": providers, "summary": summary_rows(providers)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the 10 questions marked quick")
@@ -1013,7 +1024,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--local-model", help="the model name to send that server")
     parser.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE", help="extra environment for ragu serve")
     parser.add_argument("--out", type=Path, help="write the JSON result here instead of stdout")
+    parser.add_argument("--rescore", type=Path, metavar="RESULT", help="judge a saved result again, asking nothing")
     args = parser.parse_args(argv)
+    if args.rescore:
+        result = rescore(json.loads(args.rescore.read_text(encoding="utf-8")), load_questions())
+        print(table(result["providers"]))
+        (args.out or args.rescore).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return 0
     options = Options(
         quick=args.quick,
         providers=tuple(args.providers),

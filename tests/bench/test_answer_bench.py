@@ -57,6 +57,7 @@ def test_every_fact_group_must_be_stated_and_any_variant_of_a_group_will_do() ->
         "I don't know.",
         "The provided sources do not mention the default value of checkpoint_timeout.",
         "I found nothing in the documents you have access to that matches your question.",
+        "No passage in the documents you have access to answers this question.",
         "None of your documents uses the words of your question; these are the closest passages I found:\n- x [1]",
         "The context doesn\u2019t say which port http.server uses.",
         "",
