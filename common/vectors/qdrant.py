@@ -61,7 +61,6 @@ from common.vectors import lexical
 from common.vectors.base import (
     FILTERABLE,
     IDENTITY_ID,
-    RETRIEVAL_MODES,
     RetrievalMode,
     Search,
     SearchFilter,
@@ -74,8 +73,10 @@ from common.vectors.base import (
 from common.vectors.fusion import fuse, leg_depth, lexical_only
 from common.vectors.records import (
     as_floats,
+    check_retrieval,
     checked_identity_payload,
     checked_name,
+    chunk_content,
     chunk_uuid,
     collection_already_exists,
     collection_not_found,
@@ -323,7 +324,9 @@ class QdrantStore:
         """Dense: one ``query_points`` call (a second one only when equal scores straddle ``limit``). Lexical
         and hybrid: see the module docstring."""
         checked_name(name)
-        _check_search(limit, mode, dense_weight)
+        if limit < 0:
+            raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
+        check_retrieval(mode, dense_weight)
         if limit == 0 or matches_nothing(where):
             return []
         query = as_floats(vector)
@@ -634,7 +637,7 @@ def _dense_hit(point: models.ScoredPoint) -> SearchHit:
 
 def _analysed(payloads: Sequence[dict[str, Any]]) -> list[lexical.DocumentTerms]:
     """Each payload's ``content`` as the index stores it (none: no terms, still a chunk of the collection)."""
-    return [lexical.document_terms(content if isinstance(content := p.get("content"), str) else "") for p in payloads]
+    return [lexical.document_terms(chunk_content(payload)) for payload in payloads]
 
 
 def _sparse(terms: lexical.DocumentTerms, avgdl: float) -> models.SparseVector:
@@ -663,15 +666,6 @@ def _dense_vector_of(point: models.ScoredPoint) -> Sequence[float] | None:
     if isinstance(vector, list) and all(isinstance(x, float | int) for x in vector[:1]):
         return vector
     return None
-
-
-def _check_search(limit: int, mode: str, dense_weight: float) -> None:
-    if limit < 0:
-        raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
-    if mode not in RETRIEVAL_MODES:
-        raise InvalidInput(f"retrieval mode must be one of {', '.join(RETRIEVAL_MODES)}", code="invalid_retrieval_mode")
-    if not 0.0 <= dense_weight <= 1.0:
-        raise InvalidInput(f"dense_weight must lie in 0..1, got {dense_weight}", code="invalid_dense_weight")
 
 
 def matches_nothing(where: SearchFilter | None) -> bool:
