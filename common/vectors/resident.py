@@ -28,7 +28,9 @@ Access: the chunks' own ``groups`` are part of the copy and the SQL filter's rul
 Answers match the SQL search: the same HNSW candidate list (``ef_search``), exact cosine distances sorted by
 (distance, id), the same ``max_distance`` cut after the limit. Whenever the copy could answer differently —
 equal distances straddling the limit, a filter that rejects only some candidates, a document filter, a query
-of another dimension — that search goes to PostgreSQL.
+of another dimension — that search goes to PostgreSQL. So do filters on ``tags`` and ``label``, and every lexical
+and hybrid search: both legs run in one PostgreSQL statement, which costs about what a dense search there does
+(the lexical leg needs the collection's term statistics and a GIN index the copy does not hold).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import AppError
-from common.vectors.base import Search, SearchFilter, SearchHit, SearchResult, Vector, VectorRecord
+from common.vectors.base import RetrievalMode, Search, SearchFilter, SearchHit, SearchResult, Vector, VectorRecord
 from common.vectors.changes import ChangeFeed
 from common.vectors.pgvector import DEFAULT_EF_SEARCH, Chunk, PgVectorStore
 from common.vectors.records import is_collection_name
@@ -191,6 +193,14 @@ class ResidentVectors:
         finally:
             self._changed(name)
 
+    async def update_document(
+        self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
+    ) -> None:
+        try:
+            await self._store.update_document(name, document_id, document_name=document_name, tags=tags, label=label)
+        finally:
+            self._changed(name)
+
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         try:
             await self._store.delete_ids(name, ids)
@@ -212,7 +222,22 @@ class ResidentVectors:
         properties: Sequence[str],
         max_distance: float | None = None,
         where: SearchFilter | None = None,
+        text: str = "",
+        mode: RetrievalMode = "dense",
+        dense_weight: float = 0.5,
     ) -> list[SearchHit]:
+        if mode != "dense":  # both legs in one PostgreSQL statement (module docstring: measured)
+            return await self._store.search(
+                name,
+                vector,
+                limit=limit,
+                properties=properties,
+                max_distance=max_distance,
+                where=where,
+                text=text,
+                mode=mode,
+                dense_weight=dense_weight,
+            )
         copy = self._current_copy(name)
         if copy is not None:
             wanted = Search(
@@ -237,7 +262,7 @@ class ResidentVectors:
         busy = self._pending is not None or now - self._last_search_many <= BUSY_WITHIN
         self._last_search_many = now
         for n, search in enumerate(searches):
-            copy = self._current_copy(search.name)
+            copy = self._current_copy(search.name) if search.mode == "dense" else None
             if copy is None:
                 continue
             key = id(search.vector)
@@ -408,8 +433,8 @@ class _Copy:
         """What :meth:`search` settles before faiss: the answer already (``[]``, or ``None`` for SQL), or the
         query and how many neighbours to fetch."""
         where = search.where
-        if where is not None and where.document_ids is not None:
-            return None
+        if where is not None and (where.document_ids is not None or where.tags is not None or where.labels is not None):
+            return None  # conditions the copy does not hold: PostgreSQL answers
         readable = None if where is None else where.readable_by
         if search.limit < 1 or (self.uniform and not _allowed(self.groups[0], readable)):
             return []

@@ -50,7 +50,7 @@ async def writer(writer_pool: Pool) -> AsyncIterator[PgVectorStore]:
         for row in await conn.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'vectors' AND tablename LIKE 'Res_%'"
         ):
-            await conn.execute(f'DROP TABLE vectors."{row["tablename"]}"')
+            await conn.execute(f'DROP TABLE vectors."{row["tablename"]}", vectors_lexical."{row["tablename"]}"')
 
 
 @pytest.fixture
@@ -323,6 +323,40 @@ async def test_a_search_the_copy_declines_reaches_postgres_once(
             hits == alone == await writer.search(identity.name, vectors[3], limit=4, properties=PROPERTIES, where=where)
         )
     assert identity.name in resident.status.in_memory()  # the copy was there, and declined
+
+
+async def test_tag_and_label_filters_and_lexical_searches_are_postgres_answers(
+    resident: ResidentVectors, writer: PgVectorStore, writer_pool: Pool
+) -> None:
+    """The copy holds no term statistics and does not filter on tags or labels: such searches go to PostgreSQL
+    even while the copy is in service, so they answer exactly as SQL does (regression: a tag filter was ignored)."""
+    identity, vectors = await collection(writer, 300, seed=41)
+    async with writer_pool.acquire() as conn:
+        await conn.execute(
+            f'UPDATE vectors."{identity.name}" SET payload = payload || '
+            "jsonb_build_object('tags', jsonb_build_array('even'), 'label', 'even') "
+            "WHERE (payload->>'chunk_index')::int % 2 = 0"
+        )
+    await until_resident(resident, identity.name, vectors[0])
+    searches = [
+        {"where": SearchFilter(tags=frozenset({"even"}))},
+        {"where": SearchFilter(labels=frozenset({"even"}))},
+        {"text": "chunk 17", "mode": "lexical"},
+        {"text": "chunk 17", "mode": "hybrid"},
+        {"text": "chunk 17", "mode": "hybrid", "where": SearchFilter(tags=frozenset({"even"}))},
+    ]
+    for asked in searches:
+        for query in vectors[:5]:
+            ours = await resident.search(identity.name, query, limit=6, properties=PROPERTIES, **asked)  # type: ignore[arg-type]
+            sql = await writer.search(identity.name, query, limit=6, properties=PROPERTIES, **asked)  # type: ignore[arg-type]
+            assert ours == sql, asked
+            [many] = await resident.search_many(
+                [Search(name=identity.name, vector=query, limit=6, properties=PROPERTIES, **asked)]  # type: ignore[arg-type]
+            )
+            assert many == sql, asked
+            if "where" in asked:
+                assert all(hit.payload["chunk_index"] % 2 == 0 for hit in ours)
+    assert identity.name in resident.status.in_memory()  # the copy was there throughout
 
 
 async def test_writes_from_another_process_take_the_copy_out_of_service(
