@@ -24,29 +24,45 @@ Choices that follow from Weaviate's model:
 - The identity object is excluded from every query by an id filter; Weaviate has no bulk property
   update, so :meth:`WeaviateStore.set_groups` rewrites chunks in batches (a batch insert with an existing
   UUID replaces that object).
+
+Lexical and hybrid retrieval are Weaviate's own: ``bm25`` on ``content`` (BM25 k1 and b set to
+:mod:`common.vectors.lexical`'s on the collection; Weaviate tokenises words itself, without stemming, so its
+keyword ranking is close to, not identical with, the other engines') and native ``hybrid`` with ``alpha`` =
+``dense_weight`` and ranked fusion. Each leg of a hybrid search runs ``max(limit, 100)`` deep, which is
+:func:`common.vectors.fusion.leg_depth`; the store asks for that many fused hits and reads each hit's rank in
+each leg from ``explain_score`` (Weaviate adds ``weight / (60 + position)`` per leg, position 0-based), so that
+``score`` is recomputed by :mod:`common.vectors.fusion`'s formula and ``legs`` say which leg found a hit (its
+BM25 score is not reported by a hybrid search: ``lexical_score`` is ``None`` there). ``distance`` is measured
+here, from the hit's vector, in every mode. Collections made before the lexical leg get the ``tags`` and
+``label`` properties and the BM25 parameters on their first write or filtered search (:meth:`WeaviateStore.
+_ensure_schema`): their ``content`` was always BM25-indexed, so nothing else needs rebuilding.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 from weaviate import WeaviateAsyncClient
 from weaviate.classes.config import (
     Configure,
     DataType,
     InvertedIndexConfigCreate,
     Property,
+    Reconfigure,
     Tokenization,
     VectorConfigCreate,
     VectorDistances,
 )
 from weaviate.classes.data import DataObject
-from weaviate.classes.query import Filter, MetadataQuery
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from weaviate.collections.classes.filters import FilterReturn
 from weaviate.collections.classes.internal import Object, _Object
 from weaviate.collections.collection.async_ import CollectionAsync
@@ -60,12 +76,15 @@ from weaviate.exceptions import (
 )
 
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
+from common.vectors import lexical
 from common.vectors.base import (
     CHUNK_EXTRAS,
     FILTERABLE,
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
+    Legs,
+    RetrievalMode,
     Search,
     SearchFilter,
     SearchHit,
@@ -74,8 +93,10 @@ from common.vectors.base import (
     VectorRecord,
     identity_vector,
 )
+from common.vectors.fusion import RRF_K, fuse, leg_depth, lexical_only
 from common.vectors.records import (
     as_floats,
+    check_retrieval,
     checked_identity_payload,
     checked_name,
     chunk_uuid,
@@ -126,13 +147,18 @@ _PROPERTY_TYPES: dict[str, DataType] = {
 }
 _PORT_PROPERTIES = (*IDENTITY_PROPERTIES, *TEXT_PROPERTIES, *CHUNK_EXTRAS)
 _SEARCHABLE = frozenset({"content"})
-_ABSENT_MEANS_NONE = frozenset({"page_start", "page_end", "parent_index", "parent_content"})
-_ABSENT_MEANS_EMPTY_LIST = frozenset({"heading_path"})
+_ABSENT_MEANS_NONE = frozenset({"page_start", "page_end", "parent_index", "parent_content", "label"})
+_ABSENT_MEANS_EMPTY_LIST = frozenset({"heading_path", "tags"})
 _DISTANCE_SLACK = 1e-6
 """Widens the server-side distance cut a little; the exact ``distance <= max_distance`` test is ours."""
 _NOT_IDENTITY = Filter.by_id().not_equal(IDENTITY_ID)
 _NO_GROUPS = Filter.by_property("groups").is_none(True)
 _WITH_DISTANCE = MetadataQuery(distance=True)
+_WITH_SCORE = MetadataQuery(score=True)
+_WITH_EXPLANATION = MetadataQuery(score=True, explain_score=True)
+_WEAVIATE_RANK_OFFSET = 60
+"""Weaviate's ranked fusion adds ``weight / (60 + position)`` for a hit at 0-based ``position`` in a leg."""
+_CONTRIBUTION = re.compile(r"\(Result Set (vector|keyword),[^)]*\) Document \S+ contributed ([0-9.eE+-]+) to the score")
 _CONNECTION_ERRORS = (
     WeaviateConnectionError,
     WeaviateGRPCUnavailableError,
@@ -158,8 +184,15 @@ def collection_spec() -> CollectionSpec:
             name=VECTOR_NAME,
             vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE),
         ),
-        inverted_index_config=Configure.inverted_index(index_null_state=True),
+        inverted_index_config=Configure.inverted_index(index_null_state=True, bm25_k1=lexical.K1, bm25_b=lexical.B),
     )
+
+
+def missing_properties(existing: Iterable[str]) -> list[Property]:
+    """The port's properties a collection lacks (one made before ``tags`` and ``label``), declared as
+    :func:`collection_spec` declares them."""
+    have = set(existing)
+    return [_property(name, _PROPERTY_TYPES[name]) for name in _PORT_PROPERTIES if name not in have]
 
 
 def _property(name: str, data_type: DataType) -> Property:
@@ -177,11 +210,12 @@ def _property(name: str, data_type: DataType) -> Property:
 
 @functools.lru_cache(maxsize=1024)
 def search_filter(where: SearchFilter | None) -> FilterReturn:
-    """Never the identity object; plus the access rule and the document restriction when given.
+    """Never the identity object; plus the access rule and the document, tag and label restrictions when given
+    (the same filter in every leg of a hybrid search: Weaviate applies it to both).
 
-    An empty ``document_ids`` set matches nothing and Weaviate refuses an empty ``contains_any``, so
-    callers answer that case without a query. Cached (~30 µs to build, few distinct group sets); the
-    client only reads filters when it encodes a request.
+    An empty ``document_ids``, ``tags`` or ``labels`` set matches nothing and Weaviate refuses an empty
+    ``contains_any``, so callers answer that case without a query (:func:`matches_nothing`). Cached (~30 µs
+    to build, few distinct group sets); the client only reads filters when it encodes a request.
     """
     if where is None:
         return _NOT_IDENTITY
@@ -192,9 +226,125 @@ def search_filter(where: SearchFilter | None) -> FilterReturn:
             parts.append(Filter.any_of([_NO_GROUPS, in_group]))
         else:
             parts.append(_NO_GROUPS)
-    if where.document_ids:
-        parts.append(Filter.by_property("document_id").contains_any(sorted(where.document_ids)))
+    for key, values in (("document_id", where.document_ids), ("tags", where.tags), ("label", where.labels)):
+        if values:
+            parts.append(Filter.by_property(key).contains_any(sorted(values)))
     return Filter.all_of(parts) if len(parts) > 1 else _NOT_IDENTITY
+
+
+def matches_nothing(where: SearchFilter | None) -> bool:
+    """An empty set of documents, tags or labels keeps no chunk."""
+    if where is None:
+        return False
+    return any(values is not None and not values for values in (where.document_ids, where.tags, where.labels))
+
+
+def hybrid_arguments(
+    text: str, vector: list[float], *, dense_weight: float, depth: int, filters: FilterReturn, requested: list[str]
+) -> dict[str, Any]:
+    """Keyword arguments of ``query.hybrid`` for a hybrid search: both legs ``depth`` deep (Weaviate runs each
+    ``max(limit, 100)`` deep), ranked fusion, BM25 on ``content``, each hit's vector (for its distance) and
+    the explanation that holds its ranks."""
+    return {
+        "query": text,
+        "vector": vector,
+        "alpha": dense_weight,
+        "fusion_type": HybridFusion.RANKED,
+        "query_properties": sorted(_SEARCHABLE),
+        "limit": depth,
+        "filters": filters,
+        "target_vector": VECTOR_NAME,
+        "include_vector": [VECTOR_NAME],
+        "return_properties": requested,
+        "return_metadata": _WITH_EXPLANATION,
+    }
+
+
+def leg_ranks(explanation: str | None, *, dense_weight: float) -> tuple[int | None, int | None]:
+    """A hybrid hit's 1-based rank in the dense and in the keyword leg, from Weaviate's ``explain_score``
+    (``None``: that leg did not find it)."""
+    ranks: dict[str, int] = {}
+    weights = {"vector": dense_weight, "keyword": 1.0 - dense_weight}
+    for leg, contributed in _CONTRIBUTION.findall(explanation or ""):
+        value = float(contributed)
+        if value > 0 and weights[leg] > 0:
+            ranks[leg] = round(weights[leg] / value) - _WEAVIATE_RANK_OFFSET + 1
+    return ranks.get("vector"), ranks.get("keyword")
+
+
+def hybrid_hits(
+    objects: Iterable[Object[Any, Any]],
+    query: list[float],
+    *,
+    dense_weight: float,
+    limit: int,
+    requested: Sequence[str],
+    max_distance: float | None,
+) -> list[SearchHit]:
+    """A hybrid answer from Weaviate's fused hits: each hit's ranks read from its explanation and its score
+    recomputed by :mod:`common.vectors.fusion`'s formula (so that it means the same in every engine), fused
+    score descending, ties by id, the first ``limit``; of those, hits further than ``max_distance`` dropped."""
+    unit = _unit(query)
+    scored = []
+    for obj in objects:
+        dense_rank, lexical_rank = leg_ranks(obj.metadata.explain_score, dense_weight=dense_weight)
+        score = (dense_weight / (RRF_K + dense_rank) if dense_rank else 0.0) + (
+            (1.0 - dense_weight) / (RRF_K + lexical_rank) if lexical_rank else 0.0
+        )
+        legs = Legs(dense_rank=dense_rank, lexical_rank=lexical_rank, lexical_score=None, fused_score=score)
+        scored.append((-score, str(obj.uuid), legs, obj))
+    scored.sort(key=lambda row: row[:2])
+    hits = []
+    for negative, object_id, legs, obj in scored[:limit]:
+        distance = cosine_distance(unit, obj.vector.get(VECTOR_NAME))
+        if max_distance is None or distance <= max_distance:
+            payload = returned_payload(obj.properties, requested)
+            hits.append(SearchHit(id=object_id, score=-negative, distance=distance, payload=payload, legs=legs))
+    return hits
+
+
+def keyword_hits(
+    objects: Iterable[Object[Any, Any]], query: list[float], *, requested: Sequence[str]
+) -> list[SearchHit]:
+    """A ``bm25`` query's objects as the lexical leg: BM25 score descending, ties by id, distance measured."""
+    unit = _unit(query)
+    ranked = sorted(objects, key=lambda obj: (-_score(obj), str(obj.uuid)))
+    return [
+        SearchHit(
+            id=str(obj.uuid),
+            score=_score(obj),
+            distance=cosine_distance(unit, obj.vector.get(VECTOR_NAME)),
+            payload=returned_payload(obj.properties, requested),
+        )
+        for obj in ranked
+    ]
+
+
+def _score(obj: Object[Any, Any]) -> float:
+    score = obj.metadata.score
+    if score is None:
+        raise Unavailable("Weaviate returned a keyword hit without its score", code="vector_store_unavailable")
+    return score
+
+
+def scores_tie_across_the_cut(objects: Sequence[Object[Any, Any]], *, limit: int, fetched: int) -> bool:
+    """:func:`ties_cross_the_cut` for a keyword query, whose objects carry scores rather than distances."""
+    return len(objects) == fetched > limit and objects[-1].metadata.score == objects[limit - 1].metadata.score
+
+
+def _unit(vector: Sequence[float]) -> npt.NDArray[np.float64]:
+    array = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 else array
+
+
+def cosine_distance(unit_query: npt.NDArray[np.float64], stored: object) -> float:
+    """``1 - cosine similarity`` of a hit's vector to the unit query; a hit that came back without its vector
+    cannot be measured, which is the store's failure, not a perfect match."""
+    if not isinstance(stored, list) or not stored:
+        raise Unavailable("Weaviate returned a hit without its vector", code="vector_store_unavailable")
+    similarity = float(np.dot(unit_query, _unit(stored)))
+    return min(max(1.0 - similarity, 0.0), 2.0)
 
 
 def stored_properties(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,6 +365,20 @@ def returned_payload(properties: Mapping[str, Any], requested: Sequence[str]) ->
         elif key in _ABSENT_MEANS_EMPTY_LIST:
             payload[key] = []
     return payload
+
+
+def updated_properties(
+    properties: Mapping[str, Any], *, document_id: str, fields: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """A chunk's new properties when it belongs to ``document_id`` and ``fields`` change it, else ``None``
+    (leave it). A ``None`` label or empty tags are left out, as Weaviate stores them (absent)."""
+    if properties.get("document_id") != document_id:
+        return None
+    changed = stored_properties({**properties, **fields})
+    current = stored_properties(properties)
+    if changed == current:
+        return None
+    return changed
 
 
 def identity_properties(stored: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,6 +435,8 @@ class WeaviateStore:
 
     def __init__(self, client: WeaviateAsyncClient) -> None:
         self._client = client
+        self._schema_checked: set[str] = set()
+        """Collections :meth:`_ensure_schema` found current (or made so) in this process."""
 
     @property
     def provider(self) -> str:
@@ -352,8 +518,10 @@ class WeaviateStore:
         objects = [chunk_object(record) for record in records]
         if not objects:
             return
-        # With auto-schema on, inserting into a missing collection would create it without an identity.
+        # With auto-schema on, inserting into a missing collection would create it without an identity, and
+        # a chunk's tags into one from before them would get word tokenisation.
         await self._require(name)
+        await self._ensure_schema(name)
         collection = self._client.collections.use(name)
         try:
             for start in range(0, len(objects), WRITE_BATCH):
@@ -377,6 +545,17 @@ class WeaviateStore:
             return {**stored_properties(properties), "document_name": document_name}
 
         await self._rewrite_chunks(name, renamed)
+
+    async def update_document(
+        self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
+    ) -> None:
+        """The document's chunks re-inserted with their vectors and the new metadata (no bulk update exists;
+        chunks that already carry it are left alone)."""
+        checked_name(name)
+        await self._require(name)
+        await self._ensure_schema(name)
+        fields = {"document_name": document_name, "tags": list(tags), "label": label}
+        await self._rewrite_chunks(name, functools.partial(updated_properties, document_id=document_id, fields=fields))
 
     async def _rewrite_chunks(self, name: str, rewrite: Callable[[Mapping[str, Any]], dict[str, Any] | None]) -> None:
         """Every chunk ``rewrite`` gives new properties (``None``: leave it) re-inserted, in batches, with its
@@ -441,19 +620,70 @@ class WeaviateStore:
         properties: Sequence[str],
         max_distance: float | None = None,
         where: SearchFilter | None = None,
+        text: str = "",
+        mode: RetrievalMode = "dense",
+        dense_weight: float = 0.5,
     ) -> list[SearchHit]:
-        """One ``near_vector`` query per search; another only when equal distances straddle ``limit``, or an
-        existence check when nothing matched (to tell an empty result from a missing collection)."""
+        """Dense: one ``near_vector`` query; lexical: one ``bm25`` query; hybrid: one native ``hybrid`` query
+        (module docstring). Another query only when equal scores straddle ``limit``, or an existence check when
+        nothing matched (to tell an empty result from a missing collection)."""
         checked_name(name)
         if limit < 0:
             raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
-        if limit == 0 or (where is not None and where.document_ids is not None and not where.document_ids):
+        check_retrieval(mode, dense_weight)
+        if limit == 0 or matches_nothing(where):
             return []
-        query = self._client.collections.use(name, skip_argument_validation=True).query
         near = as_floats(vector)
-        filters = search_filter(where)
         # Weaviate refuses unknown property names; properties it does not declare are simply absent.
         requested = [key for key in properties if key in _PROPERTY_TYPES]
+        if where is not None and (where.tags is not None or where.labels is not None):
+            await self._ensure_schema(name)  # a collection from before tags and labels cannot filter on them
+        if mode == "dense":
+            return await self._dense(
+                name, near, limit=limit, requested=requested, max_distance=max_distance, where=where
+            )
+        terms = lexical.query_terms(text)
+        if mode == "lexical":
+            if not terms.ids:
+                return []
+            hits = await self._keyword(name, text, near, limit=limit, requested=requested, where=where)
+            return lexical_only(hits, limit=limit, max_distance=max_distance)
+        if not terms.ids:  # nothing for the keyword leg: the dense order, legs saying so
+            dense = await self._dense(
+                name, near, limit=leg_depth(limit), requested=requested, max_distance=None, where=where
+            )
+            return fuse(dense, [], dense_weight=dense_weight, limit=limit, max_distance=max_distance)
+        arguments = hybrid_arguments(
+            text,
+            near,
+            dense_weight=dense_weight,
+            depth=leg_depth(limit),
+            filters=search_filter(where),
+            requested=requested,
+        )
+        query = self._client.collections.use(name, skip_argument_validation=True).query
+        try:
+            result = await query.hybrid(**arguments)
+        except WeaviateBaseError as exc:
+            raise await self._translated(exc, name) from exc
+        if not result.objects:
+            await self._require(name)
+        return hybrid_hits(
+            result.objects, near, dense_weight=dense_weight, limit=limit, requested=requested, max_distance=max_distance
+        )
+
+    async def _dense(
+        self,
+        name: str,
+        near: list[float],
+        *,
+        limit: int,
+        requested: list[str],
+        max_distance: float | None,
+        where: SearchFilter | None,
+    ) -> list[SearchHit]:
+        query = self._client.collections.use(name, skip_argument_validation=True).query
+        filters = search_filter(where)
         cutoff = None if max_distance is None else max_distance + _DISTANCE_SLACK
         fetch = limit + 1  # one more than asked shows whether ties continue past the cut
         try:
@@ -475,6 +705,53 @@ class WeaviateStore:
         if not result.objects:
             await self._require(name)  # in case a missing collection answers with nothing rather than an error
         return ranked_hits(result.objects, limit=limit, requested=requested, max_distance=max_distance)
+
+    async def _keyword(
+        self, name: str, text: str, near: list[float], *, limit: int, requested: list[str], where: SearchFilter | None
+    ) -> list[SearchHit]:
+        """The ``limit`` best chunks by Weaviate's BM25 on ``content``, ties by id over every tied chunk."""
+        await self._ensure_schema(name)  # BM25's k1 and b on a collection from before the lexical leg
+        query = self._client.collections.use(name, skip_argument_validation=True).query
+        filters = search_filter(where)
+        fetch = limit + 1
+        try:
+            while True:
+                result = await query.bm25(
+                    text,
+                    query_properties=sorted(_SEARCHABLE),
+                    limit=fetch,
+                    filters=filters,
+                    include_vector=[VECTOR_NAME],
+                    return_properties=requested,
+                    return_metadata=_WITH_SCORE,
+                )
+                if not scores_tie_across_the_cut(result.objects, limit=limit, fetched=fetch):
+                    break
+                fetch *= 4
+        except WeaviateBaseError as exc:
+            raise await self._translated(exc, name) from exc
+        if not result.objects:
+            await self._require(name)
+        return keyword_hits(result.objects, near, requested=requested)[:limit]
+
+    async def _ensure_schema(self, name: str) -> None:
+        """Once per collection and process: add the port's properties a collection lacks (``tags``, ``label``
+        on one made before them) and set BM25's k1 and b; a collection created by this code has both."""
+        if name in self._schema_checked:
+            return
+        collection = self._client.collections.use(name)
+        try:
+            config = await collection.config.get()
+            for prop in missing_properties(prop.name for prop in config.properties):
+                await collection.config.add_property(prop)
+            bm25 = config.inverted_index_config.bm25
+            if (bm25.k1, bm25.b) != (lexical.K1, lexical.B):
+                await collection.config.update(
+                    inverted_index_config=Reconfigure.inverted_index(bm25_k1=lexical.K1, bm25_b=lexical.B)
+                )
+        except WeaviateBaseError as exc:
+            raise await self._translated(exc, name) from exc
+        self._schema_checked.add(name)
 
     async def drop_collection(self, name: str) -> None:
         if not is_collection_name(name):

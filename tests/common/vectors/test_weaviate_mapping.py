@@ -20,9 +20,11 @@ from weaviate.classes.data import DataObject
 from weaviate.collections.classes.config import _CollectionConfigCreate
 from weaviate.collections.classes.internal import MetadataReturn, Object
 from weaviate.collections.filters import _FilterToGRPC, _FilterToREST
-from weaviate.proto.v1 import base_pb2
+from weaviate.proto.v1 import base_pb2, base_search_pb2, properties_pb2, search_get_pb2
+from weaviate.util import _ServerVersion
 
 from common.errors import InvalidInput, Unavailable
+from common.vectors import lexical
 from common.vectors.base import (
     CHUNK_EXTRAS,
     FILTERABLE,
@@ -30,23 +32,31 @@ from common.vectors.base import (
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
     ChunkPayload,
+    Legs,
     SearchFilter,
     SearchHit,
     VectorRecord,
 )
+from common.vectors.fusion import RRF_K
 from common.vectors.records import checked_identity_payload
 from common.vectors.weaviate import (
     VECTOR_NAME,
     WeaviateStore,
     chunk_object,
     collection_spec,
+    hybrid_hits,
     identity_object,
     identity_properties,
+    keyword_hits,
+    leg_ranks,
+    matches_nothing,
+    missing_properties,
     ranked_hits,
     returned_payload,
     search_filter,
     stored_properties,
     ties_cross_the_cut,
+    updated_properties,
 )
 from schemas.models import Identity
 
@@ -116,13 +126,27 @@ def test_every_property_of_the_port_is_declared_once() -> None:
 def test_property_types() -> None:
     types = {name: prop["dataType"] for name, prop in wire_properties().items()}
 
-    assert types["groups"] == ["text[]"]
-    assert types["heading_path"] == ["text[]"]
+    lists = {"groups", "heading_path", "tags"}
+    assert {name for name, data_type in types.items() if data_type == ["text[]"]} == lists
     ints = {"chunk_index", "char_start", "char_end", "page_start", "page_end", "token_count", "parent_index"}
     assert {name for name, data_type in types.items() if data_type == ["int"]} == ints
-    assert {name for name, data_type in types.items() if data_type == ["text"]} == (
-        set(types) - ints - {"groups", "heading_path"}
-    )
+    assert {name for name, data_type in types.items() if data_type == ["text"]} == set(types) - ints - lists
+
+
+def test_bm25_on_content_uses_the_lexical_parameters_every_engine_uses() -> None:
+    bm25 = wire_config()["invertedIndexConfig"]["bm25"]
+
+    assert (bm25["k1"], bm25["b"]) == (lexical.K1, lexical.B)
+
+
+def test_a_collection_from_before_tags_and_labels_gets_just_those_properties_declared_alike() -> None:
+    before = [name for name in wire_properties() if name not in ("tags", "label")]
+
+    added = {prop.name: prop._to_dict() for prop in missing_properties(before)}
+
+    assert added == {"tags": wire_properties()["tags"], "label": wire_properties()["label"]}
+    assert added["tags"]["tokenization"] == "field"
+    assert missing_properties(wire_properties()) == []
 
 
 def test_only_the_filterable_fields_are_filterable_and_they_match_whole_values() -> None:
@@ -369,3 +393,229 @@ async def test_a_name_that_breaks_the_rule_is_invalid_before_any_request(
         with pytest.raises(InvalidInput) as create:
             await store.create_collection(make_identity(name=name), 2)
         assert create.value.code == "invalid_collection_name"
+
+
+# --- lexical and hybrid ----------------------------------------------------------------------------------
+
+
+def test_tags_and_labels_filter_with_contains_any_beside_access() -> None:
+    where = search_filter(
+        SearchFilter(readable_by=frozenset({"hr"}), tags=frozenset({"policy", "hr"}), labels=frozenset({"final"}))
+    )
+
+    operands = _FilterToREST.convert(where)["operands"]
+    assert operands[2:] == [
+        {"operator": "ContainsAny", "path": ["tags"], "valueTextArray": ["hr", "policy"]},
+        {"operator": "ContainsAny", "path": ["label"], "valueTextArray": ["final"]},
+    ]
+    assert [f.operator for f in _FilterToGRPC.convert(where).filters][2:] == [
+        base_pb2.Filters.OPERATOR_CONTAINS_ANY
+    ] * 2
+    assert matches_nothing(SearchFilter(tags=frozenset()))
+    assert matches_nothing(SearchFilter(labels=frozenset(), tags=frozenset({"x"})))
+    assert not matches_nothing(SearchFilter(tags=frozenset({"x"})))
+
+
+def explanation(object_id: int, *contributions: tuple[str, float]) -> str:
+    """``explain_score`` as Weaviate's ranked fusion writes it: one line per leg that found the object."""
+    lines = [
+        f"Hybrid (Result Set {'vector,hybridVector' if leg == 'vector' else 'keyword,bm25'}) "
+        f"Document {uuid.UUID(int=object_id)} contributed {value} to the score"
+        for leg, value in contributions
+    ]
+    return "\n" + "\n".join(lines)
+
+
+def weaviate_contribution(weight: float, rank: int) -> float:
+    """What Weaviate adds for a hit at 1-based ``rank`` of a leg: ``weight / (60 + position)``, float32."""
+    return float(np.float32(weight / (60 + rank - 1)))
+
+
+def test_leg_ranks_are_read_back_from_weaviates_explanation() -> None:
+    both = explanation(7, ("vector", weaviate_contribution(0.7, 3)), ("keyword", weaviate_contribution(0.3, 12)))
+
+    assert leg_ranks(both, dense_weight=0.7) == (3, 12)
+    assert leg_ranks(explanation(7, ("keyword", weaviate_contribution(0.5, 1))), dense_weight=0.5) == (None, 1)
+    assert leg_ranks(explanation(7, ("vector", weaviate_contribution(1.0, 100))), dense_weight=1.0) == (100, None)
+    assert leg_ranks(None, dense_weight=0.5) == (None, None)
+    assert leg_ranks("BM25F_solar_frequency:2", dense_weight=0.5) == (None, None)
+
+
+def hybrid_object(object_id: int, vector: list[float], explain: str, content: str = "") -> Object[Any, Any]:
+    return Object(
+        uuid=uuid.UUID(int=object_id),
+        metadata=MetadataReturn(score=0.0, explain_score=explain),
+        properties={"content": content},
+        references=None,
+        vector={VECTOR_NAME: vector},
+        collection="Handbook",
+    )
+
+
+def test_hybrid_hits_are_fused_by_the_shared_formula_with_legs_and_measured_distances() -> None:
+    w = 0.6
+    objects = [
+        hybrid_object(3, [1.0, 0.0], explanation(3, ("vector", weaviate_contribution(w, 1))), "three"),
+        hybrid_object(2, [0.0, 1.0], explanation(2, ("keyword", weaviate_contribution(1 - w, 1))), "two"),
+        hybrid_object(
+            1,
+            [0.6, 0.8],
+            explanation(1, ("vector", weaviate_contribution(w, 2)), ("keyword", weaviate_contribution(1 - w, 2))),
+        ),
+    ]
+
+    hits = hybrid_hits(objects, [2.0, 0.0], dense_weight=w, limit=3, requested=["content"], max_distance=None)
+
+    expected = {
+        1: w / (RRF_K + 2) + (1 - w) / (RRF_K + 2),
+        3: w / (RRF_K + 1),
+        2: (1 - w) / (RRF_K + 1),
+    }
+    assert [int(uuid.UUID(hit.id)) for hit in hits] == sorted(expected, key=lambda n: -expected[n])
+    by_id = {int(uuid.UUID(hit.id)): hit for hit in hits}
+    assert by_id[1].legs == Legs(dense_rank=2, lexical_rank=2, lexical_score=None, fused_score=expected[1])
+    assert by_id[2].legs == Legs(dense_rank=None, lexical_rank=1, lexical_score=None, fused_score=expected[2])
+    assert all(hit.score == pytest.approx(expected[n]) for n, hit in by_id.items())
+    assert [by_id[n].distance for n in (3, 1, 2)] == pytest.approx([0.0, 0.4, 1.0])
+    assert by_id[3].payload == {"content": "three"}
+    # limit first, then the distance post-filter (as fusion.fuse does)
+    cut = hybrid_hits(objects, [1.0, 0.0], dense_weight=w, limit=2, requested=[], max_distance=0.5)
+    assert [int(uuid.UUID(hit.id)) for hit in cut] == [1, 3]
+    assert hybrid_hits(objects, [1.0, 0.0], dense_weight=w, limit=1, requested=[], max_distance=0.1) == []
+
+
+def test_keyword_hits_rank_by_bm25_then_id_and_measure_the_distance() -> None:
+    def scored(object_id: int, score: float, vector: list[float]) -> Object[Any, Any]:
+        return Object(
+            uuid=uuid.UUID(int=object_id),
+            metadata=MetadataReturn(score=score),
+            properties={},
+            references=None,
+            vector={VECTOR_NAME: vector},
+            collection="Handbook",
+        )
+
+    hits = keyword_hits(
+        [scored(5, 1.0, [1.0, 0.0]), scored(4, 2.5, [0.0, 1.0]), scored(2, 1.0, [1.0, 1.0])], [1.0, 0.0], requested=[]
+    )
+
+    assert [(int(uuid.UUID(h.id)), h.score) for h in hits] == [(4, 2.5), (2, 1.0), (5, 1.0)]
+    assert [h.distance for h in hits] == pytest.approx([1.0, 1 - 1 / np.sqrt(2), 0.0])
+    with pytest.raises(Unavailable):
+        keyword_hits([scored(1, 1.0, [])], [1.0, 0.0], requested=[])
+
+
+def test_update_document_rewrites_only_that_documents_chunks_and_only_when_something_changes() -> None:
+    fields = {"document_name": "new.pdf", "tags": ["policy"], "label": None}
+    chunk = {"content": "x", "document_id": "d1", "document_name": "old.pdf", "label": "draft", "tags": None}
+
+    assert updated_properties(chunk, document_id="d1", fields=fields) == {
+        "content": "x",
+        "document_id": "d1",
+        "document_name": "new.pdf",
+        "tags": ["policy"],
+    }
+    assert updated_properties(chunk, document_id="d2", fields=fields) is None
+    done = {"content": "x", "document_id": "d1", "document_name": "new.pdf", "tags": ["policy"], "label": None}
+    assert updated_properties(done, document_id="d1", fields=fields) is None
+    assert returned_payload({"content": "x"}, ["tags", "label"]) == {"tags": [], "label": None}
+
+
+@pytest.fixture
+async def grpc_standin_store() -> AsyncIterator[tuple[WeaviateStore, list[search_get_pb2.SearchRequest]]]:
+    """A store whose client sends its gRPC searches to a stand-in: the client's own request encoding (as for a
+    1.32 server) is recorded and answered with a ``SearchReply`` built as a server builds one."""
+    client = weaviate.use_async_with_local(skip_init_checks=True)
+    client._connection._weaviate_version = _ServerVersion.from_string("1.32.0")
+    requests: list[search_get_pb2.SearchRequest] = []
+    w = 0.25
+
+    async def grpc_search(request: search_get_pb2.SearchRequest) -> search_get_pb2.SearchReply:
+        requests.append(request)
+        results = [
+            search_get_pb2.SearchResult(
+                metadata=search_get_pb2.MetadataResult(
+                    id_as_bytes=uuid.UUID(int=n).bytes,
+                    score=0.01,
+                    score_present=True,
+                    distance=1.0 - vector[0],
+                    distance_present=True,
+                    explain_score=explain,
+                    explain_score_present=True,
+                    vectors=[
+                        base_pb2.Vectors(
+                            name=VECTOR_NAME,
+                            vector_bytes=np.asarray(vector, dtype="<f4").tobytes(),
+                            type=base_pb2.Vectors.VECTOR_TYPE_SINGLE_FP32,
+                        )
+                    ],
+                ),
+                properties=search_get_pb2.PropertiesResult(
+                    non_ref_props=properties_pb2.Properties(fields={"content": properties_pb2.Value(text_value=text)})
+                ),
+            )
+            for n, vector, text, explain in (
+                (1, [1.0, 0.0], "solar", explanation(1, ("vector", weaviate_contribution(w, 1)))),
+                (2, [0.0, 1.0], "solar panel", explanation(2, ("keyword", weaviate_contribution(1 - w, 1)))),
+            )
+        ]
+        return search_get_pb2.SearchReply(results=results)
+
+    client._connection.grpc_search = grpc_search  # type: ignore[method-assign]
+    store = WeaviateStore(client)
+    yield store, requests
+    await store.aclose()
+
+
+async def test_a_hybrid_search_is_one_native_ranked_hybrid_query_through_a_grpc_standin(
+    grpc_standin_store: tuple[WeaviateStore, list[search_get_pb2.SearchRequest]],
+) -> None:
+    store, requests = grpc_standin_store
+    where = SearchFilter(readable_by=frozenset({"hr"}))
+
+    hits = await store.search(
+        "Handbook",
+        [1.0, 0.0],
+        limit=5,
+        properties=["content", "nope"],
+        where=where,
+        text="solar panels",
+        mode="hybrid",
+        dense_weight=0.25,
+    )
+
+    [request] = requests
+    hybrid = request.hybrid_search
+    assert (hybrid.query, hybrid.alpha, list(hybrid.properties)) == ("solar panels", 0.25, ["content"])
+    assert hybrid.fusion_type == base_search_pb2.Hybrid.FUSION_TYPE_RANKED
+    assert request.limit == 100  # leg_depth: each leg of Weaviate's hybrid runs max(limit, 100) deep
+    assert request.filters == _FilterToGRPC.convert(search_filter(where))  # one filter: both legs
+    assert list(request.metadata.vectors) == [VECTOR_NAME]
+    assert request.metadata.explain_score
+    assert list(request.properties.non_ref_properties) == ["content"]
+    assert [(h.id, h.payload, h.legs) for h in hits] == [
+        (
+            str(uuid.UUID(int=2)),
+            {"content": "solar panel"},
+            Legs(dense_rank=None, lexical_rank=1, lexical_score=None, fused_score=0.75 / 61),
+        ),
+        (
+            str(uuid.UUID(int=1)),
+            {"content": "solar"},
+            Legs(dense_rank=1, lexical_rank=None, lexical_score=None, fused_score=0.25 / 61),
+        ),
+    ]
+    assert [h.distance for h in hits] == pytest.approx([1.0, 0.0])
+
+
+async def test_hybrid_text_without_an_indexable_term_is_the_dense_order_through_a_grpc_standin(
+    grpc_standin_store: tuple[WeaviateStore, list[search_get_pb2.SearchRequest]],
+) -> None:
+    store, requests = grpc_standin_store
+
+    assert await store.search("Handbook", [1.0, 0.0], limit=5, properties=[], text="the of!", mode="lexical") == []
+    await store.search("Handbook", [1.0, 0.0], limit=5, properties=[], text="the of!", mode="hybrid")
+
+    [request] = requests  # the lexical search asked nothing
+    assert request.HasField("near_vector")
+    assert not request.HasField("hybrid_search")
