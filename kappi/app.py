@@ -30,7 +30,8 @@ from kappi.agent.controller import AgentAdminController
 from kappi.agent.service import AgentService
 from kappi.chat.controller import AgentController, ChatController
 from kappi.chat.service import ChatService
-from kappi.llm.registry import LlmRegistry, default_llm_registry
+from kappi.llm.controller import LlmAdminController
+from kappi.llm.registry import LlmRegistry, LocalLlm, default_llm_registry
 from kappi.retrieval.service import QueryVectors, Retriever
 
 
@@ -112,6 +113,8 @@ def create_app(
     clients: SharedClients | None = None,
     llms: LlmRegistry | None = None,
     identity_ttl_seconds: float = 0.5,
+    local_llm: LocalLlm | None = None,
+    local_llm_refused: str | None = None,
 ) -> Litestar:
     clients = clients or SharedClients(settings)
     authenticator = authenticator or Authenticator(settings)
@@ -122,6 +125,8 @@ def create_app(
         openai_api_key=settings.openai_api_key,
         openai_models=[m.strip() for m in settings.openai_models.split(",") if m.strip()],
         timeout_seconds=settings.llm_timeout_seconds,
+        local=local_llm,
+        local_refused=local_llm_refused,
     )
 
     @asynccontextmanager
@@ -131,7 +136,7 @@ def create_app(
             yield
 
     users = Router("/", route_handlers=[AgentController, ChatController], before_request=authenticate_request)
-    admins = Router("/", route_handlers=[AgentAdminController], guards=[admin_only])
+    admins = Router("/", route_handlers=[AgentAdminController, LlmAdminController], guards=[admin_only])
     return build_service_app(
         service_name="kappi",
         title="Kappi",
@@ -144,5 +149,6 @@ def create_app(
         dependencies={
             "chats": Provide(provide_chats, sync_to_thread=False),
             "agents": Provide(provide_agents, sync_to_thread=False),
+            "llms": Provide(lambda: llms, sync_to_thread=False),
         },
     )

