@@ -21,13 +21,14 @@ from common.config import Settings
 from common.db import Database
 from common.http.app import build_service_app
 from common.http.security import admin_only, authenticate_request
+from common.rerankers import RerankerRegistry, default_rerankers
 from common.vectors.pgvector import PgVectorStore
 from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentVectors
 from kappi.access.identities import IdentityReader
 from kappi.agent.cache import AgentCache
 from kappi.agent.controller import AgentAdminController
-from kappi.agent.service import AgentService
+from kappi.agent.service import AgentService, llm_defaults
 from kappi.chat.controller import AgentController, ChatController
 from kappi.chat.service import ChatService
 from kappi.llm.controller import LlmAdminController
@@ -55,16 +56,28 @@ class Kappi:
         authenticator: Authenticator,
         *,
         ttl: float,
+        rerankers: RerankerRegistry | None = None,
     ) -> Kappi:
+        rerankers = rerankers or RerankerRegistry([])
         identities = IdentityReader(vectors, ttl_seconds=ttl)
-        retriever = Retriever(identities, vectors, QueryVectors(clients.embedders))
+        retriever = Retriever(identities, vectors, QueryVectors(clients.embedders), rerankers=rerankers)
         agent_cache = AgentCache(db, ttl_seconds=ttl)
+        agents = AgentService(
+            db,
+            identities,
+            retriever,
+            llms.check_model,
+            authenticator,
+            changed=agent_cache.forget,
+            default_llm=llm_defaults(llms),
+            check_reranker=rerankers.resolve,
+        )
         return cls(
             identities=identities,
             retriever=retriever,
             agent_cache=agent_cache,
             chats=ChatService(db, retriever, llms, agent_cache),
-            agents=AgentService(db, identities, retriever, llms.check_model, authenticator, changed=agent_cache.forget),
+            agents=agents,
         )
 
 
@@ -115,6 +128,7 @@ def create_app(
     identity_ttl_seconds: float = 0.5,
     local_llm: LocalLlm | None = None,
     local_llm_refused: str | None = None,
+    rerankers: RerankerRegistry | None = None,
 ) -> Litestar:
     clients = clients or SharedClients(settings)
     authenticator = authenticator or Authenticator(settings)
@@ -129,11 +143,22 @@ def create_app(
         local_refused=local_llm_refused,
     )
 
+    rerankers = rerankers or default_rerankers(
+        cohere_api_key=settings.cohere_api_key,
+        cohere_base_url=settings.cohere_base_url,
+        timeout_seconds=settings.rerank_timeout_seconds,
+    )
+
     @asynccontextmanager
     async def compose(app: Litestar) -> AsyncIterator[None]:
         async with clients.opened(), searched_in_memory(clients) as vectors:
-            app.state.kappi = Kappi.build(app.state.db, clients, vectors, llms, authenticator, ttl=identity_ttl_seconds)
-            yield
+            app.state.kappi = Kappi.build(
+                app.state.db, clients, vectors, llms, authenticator, ttl=identity_ttl_seconds, rerankers=rerankers
+            )
+            try:
+                yield
+            finally:
+                await rerankers.aclose()
 
     users = Router("/", route_handlers=[AgentController, ChatController], before_request=authenticate_request)
     admins = Router("/", route_handlers=[AgentAdminController, LlmAdminController], guards=[admin_only])

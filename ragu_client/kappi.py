@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator
+from typing import Literal
 from uuid import UUID
 
 import msgspec
@@ -20,7 +21,9 @@ from ragu_client.models import (
     ChatRename,
     Done,
     QueryAnswer,
+    QueryRequest,
     Question,
+    RetrievalFilters,
     Retrieved,
     RetrieveRequest,
     Sources,
@@ -37,13 +40,24 @@ class KappiClient(Service):
     async def agent(self, agent_id: UUID | str) -> UserAgent:
         return await self._call("GET", f"/agents/{agent_id}", UserAgent)
 
-    async def query(self, agent_id: UUID | str, content: str) -> QueryAnswer:
-        """Ask once, without a chat: the answer with its citations; nothing is stored."""
-        return await self._call("POST", f"/agents/{agent_id}/query", QueryAnswer, body=Question(content=content))
+    async def query(self, agent_id: UUID | str, content: str, filters: RetrievalFilters | None = None) -> QueryAnswer:
+        """Ask once, without a chat: the answer with its citations; nothing is stored. ``filters`` narrow the
+        documents searched by tag or label."""
+        body = QueryRequest(content=content, filters=filters)
+        return await self._call("POST", f"/agents/{agent_id}/query", QueryAnswer, body=body)
 
-    async def retrieve(self, agent_id: UUID | str, content: str, top_k: int | None = None) -> Retrieved:
-        """The passages a question finds, best first, without an answer (no LLM is called)."""
-        body = RetrieveRequest(content=content, top_k=top_k)
+    async def retrieve(
+        self,
+        agent_id: UUID | str,
+        content: str,
+        top_k: int | None = None,
+        *,
+        filters: RetrievalFilters | None = None,
+        group_by: Literal["chunk", "document"] = "chunk",
+    ) -> Retrieved:
+        """The passages a question finds, best first, without an answer (no LLM is called); ``top_k`` up to 200,
+        ``group_by="document"`` for each document's best passage with its count."""
+        body = RetrieveRequest(content=content, top_k=top_k, filters=filters, group_by=group_by)
         return await self._call("POST", f"/agents/{agent_id}/retrieve", Retrieved, body=body)
 
     async def create_chat(self, agent_id: UUID | str, title: str | None = None) -> Chat:

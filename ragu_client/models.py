@@ -23,6 +23,15 @@ class UserAgent(msgspec.Struct, frozen=True, kw_only=True):
     llm_model: str
 
 
+class Legs(msgspec.Struct, frozen=True, kw_only=True):
+    """Which leg of a lexical or hybrid search found a passage (``None``: that leg did not)."""
+
+    dense_rank: int | None
+    lexical_rank: int | None
+    lexical_score: float | None
+    fused_score: float | None
+
+
 class Citation(msgspec.Struct, frozen=True, kw_only=True):
     """One passage, numbered as the ``[n]`` markers of an answer."""
 
@@ -35,6 +44,10 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
     page_end: int | None
     text: str
     score: float
+    legs: Legs | None = None
+    rerank_score: float | None = None
+    document_hits: int | None = None
+    """With ``group_by="document"``: how many of the passages found came from this document."""
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +65,7 @@ class Timings(msgspec.Struct, frozen=True, kw_only=True):
 class RetrievalTimings(msgspec.Struct, frozen=True, kw_only=True):
     embed_ms: float
     search_ms: float
+    rerank_ms: float = 0.0
 
 
 class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,6 +78,7 @@ class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
 class Retrieved(msgspec.Struct, frozen=True, kw_only=True):
     citations: list[Citation]
     timings: RetrievalTimings
+    reranked: bool | None = None
 
 
 class Chat(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,9 +119,23 @@ class Question(msgspec.Struct, frozen=True, kw_only=True):
     content: str
 
 
+class RetrievalFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Narrow a question to documents by tag or label; the agent's own filters still hold."""
+
+    tags: list[str] | None = None
+    labels: list[str] | None = None
+
+
+class QueryRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    content: str
+    filters: RetrievalFilters | None = None
+
+
 class RetrieveRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     content: str
     top_k: int | None = None
+    filters: RetrievalFilters | None = None
+    group_by: Literal["chunk", "document"] = "chunk"
 
 
 class ChatCreate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

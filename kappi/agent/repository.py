@@ -8,10 +8,11 @@ from uuid import UUID
 import msgspec
 
 from common.db.database import Connection
-from kappi.agent.models import Agent, AgentVersion, Assignment, AssignmentSpec
+from kappi.agent.models import Agent, AgentVersion, Assignment
 
 _VERSION_COLUMNS = (
-    "version, llm_provider, llm_model, system_prompt, context_template, temperature, max_tokens, created_by, created_at"
+    "version, llm_provider, llm_model, system_prompt, context_template, temperature, max_tokens, reranker, "
+    "rerank_model, created_by, created_at"
 )
 
 
@@ -44,8 +45,8 @@ class AgentRepository:
         await self.conn.execute(
             """INSERT INTO kappi.agent_versions
                    (agent_id, version, llm_provider, llm_model, system_prompt, context_template, temperature,
-                    max_tokens, created_by)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+                    max_tokens, reranker, rerank_model, created_by)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)""",
             agent_id,
             version,
             config["llm_provider"],
@@ -54,6 +55,8 @@ class AgentRepository:
             config["context_template"],
             config["temperature"],
             config["max_tokens"],
+            config["reranker"],
+            config["rerank_model"],
             created_by,
         )
         await self.conn.execute(
@@ -94,28 +97,34 @@ class AgentRepository:
     async def assignments(self, agent_id: UUID) -> list[Assignment]:
         records = await self.conn.fetch(
             """SELECT vector_provider, collection_name AS name, collection_id, top_k, max_distance, instruction,
-                      created_at
+                      created_at, mode, dense_weight, tags, labels
                FROM kappi.agent_collections WHERE agent_id = $1 ORDER BY collection_name, vector_provider""",
             agent_id,
         )
         return [msgspec.convert(dict(r), Assignment) for r in records]
 
-    async def assign(self, agent_id: UUID, spec: AssignmentSpec, collection_id: str) -> bool:
-        """Add or update; True when it was new."""
+    async def assign(self, agent_id: UUID, assignment: Assignment) -> bool:
+        """Add or update (every field but ``created_at``); True when it was new."""
         inserted = await self.conn.fetchval(
             """INSERT INTO kappi.agent_collections
-                   (agent_id, vector_provider, collection_name, collection_id, top_k, max_distance, instruction)
-               VALUES ($1, $2, $3, $4, $5, $6, $7)
+                   (agent_id, vector_provider, collection_name, collection_id, top_k, max_distance, instruction,
+                    mode, dense_weight, tags, labels)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                ON CONFLICT (agent_id, vector_provider, collection_name) DO UPDATE
-               SET collection_id = $4, top_k = $5, max_distance = $6, instruction = $7
+               SET collection_id = $4, top_k = $5, max_distance = $6, instruction = $7, mode = $8,
+                   dense_weight = $9, tags = $10, labels = $11
                RETURNING (xmax = 0)""",
             agent_id,
-            spec.vector_provider,
-            spec.name,
-            collection_id,
-            spec.top_k,
-            spec.max_distance,
-            spec.instruction,
+            assignment.vector_provider,
+            assignment.name,
+            assignment.collection_id,
+            assignment.top_k,
+            assignment.max_distance,
+            assignment.instruction,
+            assignment.mode,
+            assignment.dense_weight,
+            assignment.tags,
+            assignment.labels,
         )
         return bool(inserted)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -25,6 +26,7 @@ from kappi.agent.models import (
     AgentCreate,
     AgentUpdate,
     AgentVersion,
+    Assignment,
     AssignmentChanges,
     AssignmentReport,
     AssignmentResult,
@@ -32,10 +34,46 @@ from kappi.agent.models import (
 )
 from kappi.agent.repository import AgentRepository
 from kappi.llm.prompt import validate_context_template
+from kappi.llm.registry import LlmRegistry
 from kappi.retrieval.service import Retriever
 
 ModelCheck = Callable[[str, str], None]
 """Raises ``InvalidInput`` for an unknown LLM provider or model."""
+DefaultLlm = Callable[[str | None], tuple[str, str]]
+"""The ``(provider, model)`` a new agent gets when it names no model: for no provider, or the one given
+(:func:`llm_defaults`)."""
+RerankerCheck = Callable[[str, str | None], str]
+"""The model an agent gets for a reranker and an optional model (``RerankerRegistry.resolve``); raises
+``InvalidInput`` for an unknown reranker or model."""
+NEW_ASSIGNMENT = {"mode": "hybrid", "dense_weight": 0.5, "tags": None, "labels": None}
+"""What a new assignment gets for the retrieval settings it does not send."""
+
+
+def llm_defaults(llms: LlmRegistry) -> DefaultLlm:
+    """New agents' LLM from the registry: its default choice (``LlmRegistry.default_choice``), or a named
+    provider's default model (the default choice's when it is that provider, else its first listed)."""
+
+    def choose(provider: str | None) -> tuple[str, str]:
+        default = llms.default_choice()
+        if provider is None or provider == default[0]:
+            return default
+        models = llms.get(provider).models()  # unknown_llm_provider
+        if not models:
+            raise InvalidInput(f"Name the llm_model to use with {provider!r}.", code="llm_model_required")
+        return provider, models[0]
+
+    return choose
+
+
+def _extractive(provider: str | None) -> tuple[str, str]:
+    return provider or "extractive", "extractive"
+
+
+def _no_rerankers(provider: str, model: str | None) -> str:
+    """No reranker configured here: every name is unknown."""
+    from common.rerankers.base import RerankerRegistry
+
+    return RerankerRegistry([]).resolve(provider, model)
 
 
 class AgentService:
@@ -51,6 +89,8 @@ class AgentService:
         authenticator: Authenticator,
         *,
         changed: Callable[[], None] = lambda: None,
+        default_llm: DefaultLlm = _extractive,
+        check_reranker: RerankerCheck = _no_rerankers,
     ) -> None:
         self.db = db
         self.identities = identities
@@ -58,6 +98,8 @@ class AgentService:
         self.check_model = check_model
         self.authenticator = authenticator
         self.changed = changed
+        self.default_llm = default_llm
+        self.check_reranker = check_reranker
 
     @asynccontextmanager
     async def _writing(self) -> AsyncIterator[AgentRepository]:
@@ -71,15 +113,32 @@ class AgentService:
             yield AgentRepository(conn)
 
     async def create(self, request: AgentCreate, admin: Principal) -> Agent:
-        self.check_model(request.llm_provider, request.llm_model)
+        config = {field: getattr(request, field) for field in VERSIONED_FIELDS}
+        config["llm_provider"], config["llm_model"] = self._llm_choice(request.llm_provider, request.llm_model)
+        self.check_model(config["llm_provider"], config["llm_model"])
+        config["rerank_model"] = self._rerank_model(request.reranker, request.rerank_model)
         if request.context_template is not None:
             validate_context_template(request.context_template)
         agent_id = uuid.uuid4()
         async with self._writing() as repo:
             await repo.insert(agent_id, request.name, request.description, check_groups(request.groups))
-            config = {field: getattr(request, field) for field in VERSIONED_FIELDS}
             await repo.add_version(agent_id, 1, config, admin.subject)
             return await _agent(repo, agent_id)
+
+    def _llm_choice(self, provider: str | msgspec.UnsetType, model: str | msgspec.UnsetType) -> tuple[str, str]:
+        """A new agent's LLM: as sent; an unsent model is the provider's default (:data:`DefaultLlm`), an unsent
+        provider the server's default one."""
+        named = None if isinstance(provider, msgspec.UnsetType) else provider
+        if isinstance(model, msgspec.UnsetType):
+            return self.default_llm(named)
+        return (self.default_llm(None)[0] if named is None else named), model
+
+    def _rerank_model(self, reranker: str | None, model: str | None) -> str | None:
+        if reranker is None:
+            if model is not None:
+                raise InvalidInput("A rerank_model needs a reranker.", code="reranker_required")
+            return None
+        return self.check_reranker(reranker, model)
 
     async def all(self) -> list[Agent]:
         async with self._reading() as repo:
@@ -101,8 +160,11 @@ class AgentService:
             await repo.update(agent_id, agent_fields)
             current = {f: getattr(agent.config, f) for f in VERSIONED_FIELDS}
             wanted = {**current, **{f: sent[f] for f in VERSIONED_FIELDS if f in sent}}
+            if "reranker" in sent and "rerank_model" not in sent and sent["reranker"] != current["reranker"]:
+                wanted["rerank_model"] = None  # another reranker: its default model, not the old one's
             if wanted != current:
                 self.check_model(wanted["llm_provider"], wanted["llm_model"])
+                wanted["rerank_model"] = self._rerank_model(wanted["reranker"], wanted["rerank_model"])
                 if wanted["context_template"] is not None:
                     validate_context_template(wanted["context_template"])
                 await repo.add_version(agent_id, agent.current_version + 1, wanted, admin.subject)
@@ -142,11 +204,14 @@ class AgentService:
                         detail=None if removed else "the collection was not assigned to this agent",
                     )
                 )
+            existing = {(a.vector_provider, a.name): a for a in await repo.assignments(agent_id)}
             for spec in changes.add:
-                results.append(await self._add(repo, agent_id, spec))
+                results.append(await self._add(repo, agent_id, spec, existing.get((spec.vector_provider, spec.name))))
             return AssignmentReport(results=results, collections=await repo.assignments(agent_id))
 
-    async def _add(self, repo: AgentRepository, agent_id: UUID, spec: AssignmentSpec) -> AssignmentResult:
+    async def _add(
+        self, repo: AgentRepository, agent_id: UUID, spec: AssignmentSpec, existing: Assignment | None
+    ) -> AssignmentResult:
         base = {"vector_provider": spec.vector_provider, "name": spec.name}
         status = await self.identities.read(spec.vector_provider, spec.name)
         if status.identity is None:
@@ -155,7 +220,7 @@ class AgentService:
             if status.problem == "identity_missing":
                 code, detail = await self._why_missing(spec.vector_provider, spec.name)
             return AssignmentResult(**base, action="add", ok=False, code=code, detail=detail)
-        created = await repo.assign(agent_id, spec, status.identity.collection_id)
+        created = await repo.assign(agent_id, _assignment(spec, status.identity.collection_id, existing))
         return AssignmentResult(**base, action="added" if created else "updated", ok=True)
 
     async def _why_missing(self, vector_provider: str, name: str) -> tuple[str, str]:
@@ -186,6 +251,27 @@ class AgentService:
             agent_visible=agent.active and agent_visible(agent.groups, groups),
             collections=[v for v, _ in verdicts],
         )
+
+
+def _assignment(spec: AssignmentSpec, collection_id: str, existing: Assignment | None) -> Assignment:
+    """The assignment to store: what ``spec`` sends; for the retrieval settings it leaves out, what ``existing``
+    has, else :data:`NEW_ASSIGNMENT`. Tags and labels are kept sorted and unique."""
+    kept = {f: getattr(existing, f) if existing is not None else NEW_ASSIGNMENT[f] for f in NEW_ASSIGNMENT}
+    sent = {f: v for f in NEW_ASSIGNMENT if (v := getattr(spec, f)) is not msgspec.UNSET}
+    retrieval: dict[str, Any] = {**kept, **sent}
+    for field in ("tags", "labels"):
+        if retrieval[field] is not None:
+            retrieval[field] = sorted(set(retrieval[field]))
+    return Assignment(
+        vector_provider=spec.vector_provider,
+        name=spec.name,
+        collection_id=collection_id,
+        top_k=spec.top_k,
+        max_distance=spec.max_distance,
+        instruction=spec.instruction,
+        created_at=existing.created_at if existing is not None else datetime.now(UTC),
+        **retrieval,
+    )
 
 
 async def _agent(repo: AgentRepository, agent_id: UUID) -> Agent:

@@ -24,6 +24,7 @@ from kappi.chat.models import (
     ChatDetail,
     ChatRename,
     QueryAnswer,
+    QueryRequest,
     Question,
     Retrieved,
     RetrieveRequest,
@@ -54,11 +55,12 @@ class AgentController(Controller):
         chats: NamedDependency[ChatService],
         principal: NamedDependency[Principal],
         agent_id: FromPath[UUID],
-        data: JSONBody[Question],
+        data: JSONBody[QueryRequest],
     ) -> QueryAnswer:
         """A stateless question for integrations: the same access checks, retrieval and LLM as a chat, with
-        citations, usage and timings; nothing is stored."""
-        return await chats.ask_once(agent_id, data.content, principal)
+        citations, usage and timings; nothing is stored. ``filters`` (tags, labels) narrow what the agent's
+        collections are searched for; they never widen what its assignments allow."""
+        return await chats.ask_once(agent_id, data.content, principal, data.filters)
 
     @post("/{agent_id:uuid}/retrieve", status_code=HTTP_200_OK, summary="Find passages, without an answer")
     async def retrieve(
@@ -68,9 +70,12 @@ class AgentController(Controller):
         agent_id: FromPath[UUID],
         data: JSONBody[RetrieveRequest],
     ) -> Retrieved:
-        """Retrieval only, for callers with their own LLM: the query API's access checks and citations, with
-        embed and search timings; no LLM is called and nothing is stored."""
-        return await chats.retrieve_once(agent_id, data.content, data.top_k, principal)
+        """Retrieval only, for callers with their own LLM: the query API's access checks and citations (with the
+        legs that found each passage in lexical and hybrid searches), embed, search and rerank timings; no LLM is
+        called and nothing is stored. ``top_k`` (up to 200) is also the depth each collection is searched to;
+        ``filters`` narrow the agent's own; ``group_by: document`` gives each document's best passage with its
+        count."""
+        return await chats.retrieve_once(agent_id, data, principal)
 
 
 class ChatController(Controller):

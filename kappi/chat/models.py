@@ -8,6 +8,8 @@ from uuid import UUID
 
 import msgspec
 
+from common.vectors.base import Legs
+from kappi.agent.models import FilterValues
 from kappi.llm.base import Usage
 
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -26,10 +28,29 @@ class Question(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     content: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)]
 
 
+class RetrievalFilters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Narrow a question to documents by their metadata. They narrow each assignment's own filters, never
+    widen them: with both, a collection is searched for the tags (labels) both name — none in common, nothing."""
+
+    tags: FilterValues | None = None
+    """Only documents tagged with at least one of these."""
+    labels: FilterValues | None = None
+    """Only documents whose label is one of these."""
+
+
+class QueryRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    content: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)]
+    filters: RetrievalFilters | None = None
+
+
 class RetrieveRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     content: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)]
-    top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] | None = None
-    """At most this many passages, the best first; default: all the agent's collections give."""
+    top_k: Annotated[int, msgspec.Meta(ge=1, le=200)] | None = None
+    """At most this many passages (or documents), the best first, each collection searched at least this deep;
+    default: what each assignment's own ``top_k`` gives."""
+    filters: RetrievalFilters | None = None
+    group_by: Literal["chunk", "document"] = "chunk"
+    """``document``: the best passage of each document, with ``document_hits`` saying how many it had."""
 
 
 class Chat(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +90,14 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
     page_end: int | None
     text: str
     score: float
+    """Its collection's mode's score: cosine similarity (dense), BM25 (lexical) or the fused score (hybrid)."""
+    legs: Legs | None = None
+    """Lexical and hybrid searches: the passage's rank in each leg (``null``: that leg did not find it), its BM25
+    score and the fused score — what hybrid changed."""
+    rerank_score: float | None = None
+    """The agent's reranker's relevance score; ``null`` when it has none, or it was unavailable."""
+    document_hits: int | None = None
+    """Retrieve with ``group_by: document``: how many of the passages found came from this document."""
 
 
 class Timings(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,6 +143,7 @@ class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
 class RetrievalTimings(msgspec.Struct, frozen=True, kw_only=True):
     embed_ms: float
     search_ms: float
+    rerank_ms: float = 0.0
 
 
 class Retrieved(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,6 +151,9 @@ class Retrieved(msgspec.Struct, frozen=True, kw_only=True):
 
     citations: list[Citation]
     timings: RetrievalTimings
+    reranked: bool | None = None
+    """``null``: the agent has no reranker; ``true``: the passages are in its order; ``false``: it was unavailable,
+    so they are in retrieval's order."""
 
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):

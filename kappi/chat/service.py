@@ -31,15 +31,18 @@ from kappi.chat.models import (
     Chat,
     ChatDetail,
     ChatRow,
+    Citation,
     Message,
     QueryAnswer,
+    RetrievalFilters,
     RetrievalTimings,
     Retrieved,
+    RetrieveRequest,
 )
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage
 from kappi.llm.registry import LlmRegistry
-from kappi.retrieval.service import Retriever
+from kappi.retrieval.service import Retrieval, Retriever, by_document, narrowed, rerank_choice
 
 HISTORY_MESSAGES = 6
 """Recent messages (three turns) sent with a follow-up question."""
@@ -153,21 +156,35 @@ class ChatService:
     async def ask_streaming(self, chat_id: UUID, content: str, principal: Principal) -> AnswerStream:
         return AnswerStream(self.answerer, await self.prepare(chat_id, content, principal))
 
-    async def ask_once(self, agent_id: UUID, content: str, principal: Principal) -> QueryAnswer:
-        """A stateless question: the agent from memory (no database round trip), nothing stored."""
+    async def ask_once(
+        self, agent_id: UUID, content: str, principal: Principal, filters: RetrievalFilters | None = None
+    ) -> QueryAnswer:
+        """A stateless question: the agent from memory (no database round trip), nothing stored. ``filters``
+        narrow what its assignments search (:func:`~kappi.retrieval.service.narrowed`)."""
         agent = visible(await self.agents.get(agent_id), agent_id, principal)
+        if filters is not None:
+            collections = narrowed(agent.collections, tags=filters.tags, labels=filters.labels)
+            agent = msgspec.structs.replace(agent, collections=collections)
         prepared = Prepared(agent=agent, config=agent.config, text=content, history=[], groups=principal.groups)
         return await self.answerer.query(prepared)
 
-    async def retrieve_once(self, agent_id: UUID, content: str, top_k: int | None, principal: Principal) -> Retrieved:
-        """A stateless question's retrieval without its LLM: the same agent check, and both access checks in
-        :meth:`Retriever.retrieve`. ``top_k`` caps the merged passages; each assignment's own ``top_k`` still
-        bounds what its collection gives."""
+    async def retrieve_once(self, agent_id: UUID, request: RetrieveRequest, principal: Principal) -> Retrieved:
+        """A stateless question's retrieval without its LLM: the same agent check, both access checks in
+        :meth:`Retriever.retrieve`, and the agent's reranker. ``top_k`` caps the merged passages (or documents)
+        and searches each collection at least that deep; ``filters`` narrow the assignments' own."""
         agent = visible(await self.agents.get(agent_id), agent_id, principal)
-        retrieval = await self.answerer.retriever.retrieve(agent.collections, principal.groups, content)
+        filters = request.filters or RetrievalFilters()
+        assignments = narrowed(agent.collections, tags=filters.tags, labels=filters.labels, depth=request.top_k)
+        retrieval = await self.answerer.retriever.retrieve(
+            assignments, principal.groups, request.content, rerank=rerank_choice(agent.config)
+        )
+        citations = _grouped_citations(retrieval) if request.group_by == "document" else citations_of(retrieval)
         return Retrieved(
-            citations=citations_of(retrieval)[:top_k],
-            timings=RetrievalTimings(embed_ms=retrieval.embed_ms, search_ms=retrieval.search_ms),
+            citations=citations[: request.top_k],
+            timings=RetrievalTimings(
+                embed_ms=retrieval.embed_ms, search_ms=retrieval.search_ms, rerank_ms=retrieval.rerank_ms
+            ),
+            reranked=retrieval.reranked,
         )
 
     async def prepare(self, chat_id: UUID, content: str, principal: Principal) -> Prepared:
@@ -198,6 +215,13 @@ class ChatService:
             groups=principal.groups,
             answer_id=answer.id,
         )
+
+
+def _grouped_citations(retrieval: Retrieval) -> list[Citation]:
+    """One citation per document, its best passage, numbered in order, with its count of passages."""
+    grouped = by_document(retrieval.chunks)
+    citations = citations_of(msgspec.structs.replace(retrieval, chunks=[chunk for chunk, _ in grouped]))
+    return [msgspec.structs.replace(c, document_hits=n) for c, (_, n) in zip(citations, grouped, strict=True)]
 
 
 async def _visible_agent(agents: AgentRepository, agent_id: UUID, principal: Principal) -> Agent:

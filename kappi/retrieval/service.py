@@ -1,14 +1,21 @@
 """Retrieval for one question: which collections may be searched, and the passages found in them.
 
 Both access checks happen here, independently: (1) only collections whose live identity allows the
-user's groups are searched; (2) every search carries a payload filter on the chunks' own ``groups``.
-The two switches exist so tests can prove that each check alone holds; production never turns
-either off.
+user's groups are searched; (2) every search carries a payload filter on the chunks' own ``groups``, which the
+store applies to every leg of a lexical or hybrid search as to a dense one. The two switches exist so tests can
+prove that each check alone holds; production never turns either off.
+
+Each assignment says how its collection is searched (mode, hybrid weight, tag and label filters); the passages
+of all collections are merged by score, best first — when the searches ranked in different modes, whose scores
+do not compare (a cosine, a BM25 score, a fused score), by their rank within their own collection instead. An
+agent's reranker, if it names one, then reorders the merged passages; if it cannot be reached the answer goes
+on in retrieval's order (``Retrieval.reranked`` False, and no passage carries a ``rerank_score``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Iterable, Sequence
@@ -18,16 +25,18 @@ import msgspec
 import numpy as np
 
 from common.embedders.base import EmbedderRegistry
-from common.errors import AppError, Unavailable
+from common.errors import AppError, InvalidInput, Unavailable
+from common.rerankers.base import RerankerRegistry
 from common.telemetry import observe_retrieval, span
-from common.vectors.base import Search, SearchFilter, SearchHit, read_chunk
+from common.vectors.base import Legs, Search, SearchFilter, SearchHit, read_chunk
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader, IdentityStatus
 from kappi.access.policy import Reason, Verdict, collection_groups
-from kappi.agent.models import Assignment
+from kappi.agent.models import AgentVersion, Assignment
 from schemas.models import Identity
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 PASSAGE_PROPERTIES = ("content", "document_id", "document_name", "page_start", "page_end", "parent_content")
 """What :func:`_chunk` reads (a search returns only these; every one more costs each hit)."""
@@ -51,7 +60,13 @@ class RetrievedChunk(msgspec.Struct, frozen=True, kw_only=True):
     context: str
     """What the LLM reads: the parent chunk for parent/child documents, else the chunk itself."""
     score: float
+    """Its collection's mode's score: cosine similarity (dense), BM25 (lexical) or the fused score (hybrid)."""
     distance: float
+    """Cosine distance to the question, in every mode."""
+    legs: Legs | None = None
+    """Lexical and hybrid: which leg found it, at which rank."""
+    rerank_score: float | None = None
+    """The reranker's relevance score, when the agent's reranker ordered the passages."""
 
 
 class Retrieval(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +74,22 @@ class Retrieval(msgspec.Struct, frozen=True, kw_only=True):
     collections_searched: int
     embed_ms: float
     search_ms: float
+    rerank_ms: float = 0.0
+    reranked: bool | None = None
+    """``None``: no reranker asked for; ``True``: the passages are in its order; ``False``: it was unavailable,
+    so they are in retrieval's order."""
+
+
+class RerankChoice(msgspec.Struct, frozen=True, kw_only=True):
+    provider: str
+    model: str
+
+
+def rerank_choice(config: AgentVersion) -> RerankChoice | None:
+    """The reranker an agent's configuration names, if any."""
+    if config.reranker is None or config.rerank_model is None:
+        return None
+    return RerankChoice(provider=config.reranker, model=config.rerank_model)
 
 
 class QueryVectors:
@@ -91,12 +122,14 @@ class Retriever:
         *,
         check_identity_groups: bool = True,
         filter_chunks: bool = True,
+        rerankers: RerankerRegistry | None = None,
     ) -> None:
         self.identities = identities
         self.vectors = vectors
         self.query_vectors = query_vectors
         self.check_identity_groups = check_identity_groups
         self.filter_chunks = filter_chunks
+        self.rerankers = rerankers or RerankerRegistry([])
 
     async def verdicts(
         self, assignments: Sequence[Assignment], user_groups: frozenset[str]
@@ -111,8 +144,15 @@ class Retriever:
         ]
 
     async def retrieve(
-        self, assignments: Sequence[Assignment], user_groups: frozenset[str], question: str
+        self,
+        assignments: Sequence[Assignment],
+        user_groups: frozenset[str],
+        question: str,
+        *,
+        rerank: RerankChoice | None = None,
     ) -> Retrieval:
+        """The passages ``question`` finds in the collections of ``assignments`` that ``user_groups`` may read, best
+        first; reordered by ``rerank`` when given."""
         with span("kappi.access", {"ragu.collections_assigned": len(assignments)}):
             statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
             searchable = SEARCHABLE if self.check_identity_groups else SEARCHABLE_UNCHECKED
@@ -133,7 +173,7 @@ class Retriever:
         for target in targets:
             providers.setdefault(target.assignment.vector_provider, []).append(target)
         with span("kappi.search", {"ragu.collections_searched": len(targets)}):
-            found = await _all(self._search(p, group, vectors, where) for p, group in providers.items())
+            found = await _all(self._search(p, group, vectors, where, question) for p, group in providers.items())
         searched = time.perf_counter()
         observe_retrieval(embedded - started, searched - embedded)
         reached = [hits for hits in found if hits is not None]
@@ -141,13 +181,36 @@ class Retriever:
             # No store could be read: an answer from no sources would read like "the documents do not say".
             # A partial outage still answers from the stores that are up.
             raise Unavailable("the vector store is unavailable; try again shortly", code="vector_store_unavailable")
-        chunks = sorted((c for hits in reached for c in hits), key=lambda c: (-c.score, c.document_id))
-        return Retrieval(
+        if len({t.assignment.mode for t in targets}) > 1:
+            chunks = _merged_by_rank(reached)
+        else:
+            chunks = sorted((c for hits in reached for c in hits), key=lambda c: (-c.score, c.document_id))
+        retrieval = Retrieval(
             chunks=_dedupe(chunks),
             collections_searched=len(targets),
             embed_ms=round((embedded - started) * 1000, 3),
             search_ms=round((searched - embedded) * 1000, 3),
         )
+        if rerank is None or not retrieval.chunks:
+            return retrieval
+        return await self._reranked(retrieval, rerank, question)
+
+    async def _reranked(self, retrieval: Retrieval, choice: RerankChoice, question: str) -> Retrieval:
+        """The passages in the reranker's order, each with its score; in retrieval's order if it is unavailable
+        (an outage of a reranker should not cost an answer)."""
+        chunks = retrieval.chunks
+        started = time.perf_counter()
+        try:
+            with span("kappi.rerank", {"ragu.reranker": choice.provider, "ragu.passages": len(chunks)}):
+                reranker = self.rerankers.get(choice.provider, choice.model)
+                ranked = await reranker.rerank(question, [c.text for c in chunks], len(chunks))
+        except (Unavailable, InvalidInput) as error:  # InvalidInput: the reranker is no longer configured here
+            log.warning("answering unreranked: %s (%s)", error.detail, error.code)
+            return msgspec.structs.replace(retrieval, reranked=False, rerank_ms=_ms_since(started))
+        placed = {i for i, _ in ranked}
+        reordered = [msgspec.structs.replace(chunks[i], rerank_score=score) for i, score in ranked]
+        reordered += [c for i, c in enumerate(chunks) if i not in placed]  # any it left out, after, as they were
+        return msgspec.structs.replace(retrieval, chunks=reordered, reranked=True, rerank_ms=_ms_since(started))
 
     async def _search(
         self,
@@ -155,6 +218,7 @@ class Retriever:
         targets: Sequence[Searchable],
         vectors: dict[tuple[str, str], np.ndarray],
         where: SearchFilter | None,
+        question: str,
     ) -> list[RetrievedChunk] | None:
         """One provider's collections in one call (pgvector: one statement); ``None`` when the store is down."""
         searches = [
@@ -164,7 +228,10 @@ class Retriever:
                 limit=t.assignment.top_k,
                 properties=PASSAGE_PROPERTIES,
                 max_distance=t.assignment.max_distance,
-                where=where,
+                where=_filtered(where, t.assignment),
+                text=question,
+                mode=t.assignment.mode,
+                dense_weight=t.assignment.dense_weight,
             )
             for t in targets
         ]
@@ -191,6 +258,80 @@ async def _all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
     if len(pending) == 1:
         return [await pending[0]]
     return list(await asyncio.gather(*pending))
+
+
+def narrowed(
+    assignments: Sequence[Assignment],
+    *,
+    tags: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+    depth: int | None = None,
+) -> list[Assignment]:
+    """The assignments as one request searches them: a request's tags and labels narrow each assignment's own
+    (to the values both name: never wider than the admin set), and ``depth`` searches each collection at least
+    that deep. Access is not touched: both checks still happen in :meth:`Retriever.retrieve`."""
+    if tags is None and labels is None and depth is None:
+        return list(assignments)
+    return [
+        msgspec.structs.replace(
+            a,
+            tags=_narrower(a.tags, tags),
+            labels=_narrower(a.labels, labels),
+            top_k=a.top_k if depth is None else max(a.top_k, depth),
+        )
+        for a in assignments
+    ]
+
+
+def _narrower(own: list[str] | None, asked: Sequence[str] | None) -> list[str] | None:
+    if asked is None:
+        return own
+    if own is None:
+        return sorted(set(asked))
+    return sorted(set(own).intersection(asked))  # empty: this collection can match nothing
+
+
+def by_document(chunks: Sequence[RetrievedChunk]) -> list[tuple[RetrievedChunk, int]]:
+    """The best passage of each document (``chunks`` are best first) with how many of ``chunks`` it had."""
+    best: dict[str, RetrievedChunk] = {}
+    counts: dict[str, int] = {}
+    for chunk in chunks:
+        best.setdefault(chunk.document_id, chunk)
+        counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+    return [(chunk, counts[document]) for document, chunk in best.items()]
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _filtered(where: SearchFilter | None, assignment: Assignment) -> SearchFilter | None:
+    """The question's access filter plus the assignment's own metadata filters (usually none: then the one
+    shared filter, built once per question)."""
+    if assignment.tags is None and assignment.labels is None:
+        return where
+    return SearchFilter(
+        readable_by=None if where is None else where.readable_by,
+        tags=None if assignment.tags is None else frozenset(assignment.tags),
+        labels=None if assignment.labels is None else frozenset(assignment.labels),
+    )
+
+
+def _merged_by_rank(found: Sequence[Sequence[RetrievedChunk]]) -> list[RetrievedChunk]:
+    """Passages of searches ranked in different modes, whose scores do not compare: each collection's first, then
+    each one's second, …; within a rank, the collections in the order they were searched. (Each provider's list
+    holds its collections' hits in order, collection after collection.)"""
+    ranked: list[tuple[int, int, RetrievedChunk]] = []
+    collections: dict[tuple[str, str], int] = {}
+    ranks: dict[tuple[str, str], int] = {}
+    for hits in found:
+        for chunk in hits:
+            key = (chunk.vector_provider, chunk.collection)
+            order = collections.setdefault(key, len(collections))
+            ranks[key] = rank = ranks.get(key, 0) + 1
+            ranked.append((rank, order, chunk))
+    ranked.sort(key=lambda r: r[:2])
+    return [chunk for _, _, chunk in ranked]
 
 
 def _storable(groups: frozenset[str]) -> frozenset[str]:
@@ -265,6 +406,7 @@ def _chunk(assignment: Assignment, hit: SearchHit) -> RetrievedChunk:
         context=found.parent_content or found.content,
         score=hit.score,
         distance=hit.distance,
+        legs=hit.legs,
     )
 
 

@@ -95,6 +95,8 @@ class Placed(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     document_id: str = msgspec.field(default_factory=lambda: str(uuid.uuid4()))
     parent_content: str | None = None
+    tags: list[str] | None = None
+    label: str | None = None
 
 
 class Shelf:
@@ -146,7 +148,9 @@ class Shelf:
 
 
 def _payload(identity: Identity, chunk: Placed) -> dict[str, Any]:
-    extras = {} if chunk.parent_content is None else {"parent_content": chunk.parent_content}
+    extras: dict[str, Any] = {} if chunk.parent_content is None else {"parent_content": chunk.parent_content}
+    extras |= {} if chunk.tags is None else {"tags": chunk.tags}
+    extras |= {} if chunk.label is None else {"label": chunk.label}
     return {**identity.to_dict(), "content": chunk.content, "document_id": chunk.document_id, **extras}
 
 

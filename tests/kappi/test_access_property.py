@@ -1,12 +1,15 @@
 """Property: no retrieved chunk ever comes from a collection outside the user's groups.
 
-Hypothesis draws collection groups, agent assignments and user groups. Each property runs three
+Hypothesis draws collection groups, agent assignments, a tag filter and user groups. Each property runs three
 times: with both checks, with the first check (identity groups) switched off — so the vector
 store's payload filter alone must hold — and with the payload filter switched off — so the first
-check alone must hold. Each runs on two stores: Qdrant in its local mode, and pgvector with the
-collections searched in this process's memory (``ResidentVectors``: each example waits until every
-collection's copy is in service, and checks afterwards that the searches were answered from it). The stores
-live in a private event loop, so the property can be a plain synchronous Hypothesis test.
+check alone must hold; and each of those in every retrieval mode: ``dense``, ``lexical`` (a retrieval path of
+its own, BM25 over the words) and ``hybrid``. Every chunk holds the question's words, and each collection's
+first chunk *is* the question, word for word, so the lexical leg ranks a restricted collection's chunk first
+whenever it can reach it. Each runs on three stores: Qdrant in its local mode, pgvector searched in
+PostgreSQL, and pgvector with the collections searched in this process's memory (``ResidentVectors``: each
+example waits until every collection's copy is in service, and checks afterwards that the copies were in
+service). The stores live in a private event loop, so the property can be a plain synchronous Hypothesis test.
 
 A chat's history has a single check (stored answers have no chunk filter behind them): its property checks
 that a reader holding identities cached a moment earlier still decides from the live ones.
@@ -32,7 +35,7 @@ from qdrant_client import AsyncQdrantClient
 
 from common.db.database import Connection, Pool
 from common.embedders.base import EmbedderRegistry
-from common.vectors.base import VectorRecord, VectorStore
+from common.vectors.base import RETRIEVAL_MODES, RetrievalMode, VectorRecord, VectorStore
 from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
@@ -50,27 +53,38 @@ T = TypeVar("T")
 GROUPS = ("hr", "legal", "exec", "eng")
 COLLECTIONS = tuple(f"Prop_{i}" for i in range(5))
 CHUNKS_PER_COLLECTION = 3
+QUESTION = "what do the documents say about vacation days?"
+CHUNK_TAGS = (["policy"], ["faq"], [])
+"""Chunk ``i`` of every collection carries ``CHUNK_TAGS[i]``."""
+TAG_FILTERS: tuple[list[str] | None, ...] = (None, ["policy"], ["policy", "faq"], [])
+STORES = ["qdrant", "pgvector-sql", "pgvector"]
 
 
 class World:
     """Five collections in one store, driven from a private loop on its own thread."""
 
-    def __init__(self, embedders: EmbedderRegistry, provider: str, database_url: str) -> None:
+    def __init__(self, embedders: EmbedderRegistry, store: str, database_url: str) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.provider = provider
+        self.kind = store
+        self.provider = "qdrant" if store == "qdrant" else "pgvector"
         self.pool: Pool | None = None
         self.store: VectorStore = self.run(self._open(database_url))
-        self.vectors = VectorRegistry({provider: self.store})
+        self.vectors = VectorRegistry({self.provider: self.store})
         self.embedders = embedders
         self.ids = {name: str(uuid.uuid4()) for name in COLLECTIONS}
         self.run(self._create())
 
     async def _open(self, database_url: str) -> VectorStore:
-        if self.provider == "qdrant":
+        if self.kind == "qdrant":
             return QdrantStore(AsyncQdrantClient(location=":memory:"))
         self.pool = await open_pool(database_url, max_size=2)
+        if self.kind == "pgvector-sql":
+            sql = PgVectorStore(self.pool)
+            for name in COLLECTIONS:
+                await sql.drop_collection(name)
+            return sql
         store = ResidentVectors(PgVectorStore(self.pool), database_url, max_chunks=1000, settle_seconds=0)
         store.start()
         await asyncio.wait_for(store.status.listening.wait(), 10)
@@ -120,14 +134,27 @@ class World:
             records = []
             for i in range(CHUNKS_PER_COLLECTION):
                 vector = rng.normal(size=384).astype(np.float32)
-                payload = {**identity.to_dict(), "content": f"{name} chunk {i}", "document_id": str(uuid.uuid4())}
+                content = QUESTION if i == 0 else f"{name} chunk {i} says this about vacation days"
+                payload = {
+                    **identity.to_dict(),
+                    "content": content,
+                    "document_id": str(uuid.uuid4()),
+                    "tags": CHUNK_TAGS[i],
+                }
                 records.append(
                     VectorRecord(id=str(uuid.uuid4()), vector=vector / np.linalg.norm(vector), payload=payload)
                 )
             await self.store.upsert(name, records)
 
     def retrieve(
-        self, assigned: list[str], user_groups: frozenset[str], *, check_identity_groups: bool, filter_chunks: bool
+        self,
+        assigned: list[str],
+        user_groups: frozenset[str],
+        *,
+        check_identity_groups: bool,
+        filter_chunks: bool,
+        mode: RetrievalMode = "dense",
+        tags: list[str] | None = None,
     ) -> list[str]:
         retriever = Retriever(
             IdentityReader(self.vectors, ttl_seconds=0),
@@ -146,10 +173,12 @@ class World:
                 max_distance=None,
                 instruction="",
                 created_at=now,
+                mode=mode,
+                tags=tags,
             )
             for name in assigned
         ]
-        retrieval = self.run(retriever.retrieve(assignments, user_groups, "what do the documents say?"))
+        retrieval = self.run(retriever.retrieve(assignments, user_groups, QUESTION))
         return [chunk.collection for chunk in retrieval.chunks]
 
     def close(self) -> None:
@@ -164,7 +193,7 @@ class World:
         self.loop.close()
 
 
-@pytest.fixture(scope="module", params=["qdrant", "pgvector"])
+@pytest.fixture(scope="module", params=STORES)
 def world(request: pytest.FixtureRequest, embedders: EmbedderRegistry, database_url: str) -> Iterator[World]:
     created = World(embedders, request.param, database_url)
     yield created
@@ -177,20 +206,27 @@ scenarios = st.fixed_dictionaries(
         "collection_groups": st.fixed_dictionaries(dict.fromkeys(COLLECTIONS, group_sets)),
         "assigned": st.lists(st.sampled_from(COLLECTIONS), unique=True, min_size=1),
         "user_groups": group_sets.map(frozenset),
+        "tags": st.sampled_from(TAG_FILTERS),
     }
 )
-MODES = [
+CHECKS = [
     pytest.param(True, True, id="both-checks"),
     pytest.param(False, True, id="payload-filter-alone"),
     pytest.param(True, False, id="identity-check-alone"),
 ]
 
 
-@pytest.mark.parametrize(("check_identity_groups", "filter_chunks"), MODES)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def _kept_by(tags: list[str] | None) -> int:
+    """How many chunks of a collection a tag filter keeps."""
+    return sum(1 for own in CHUNK_TAGS if tags is None or set(own) & set(tags))
+
+
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
+@pytest.mark.parametrize(("check_identity_groups", "filter_chunks"), CHECKS)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenario=scenarios)
 def test_no_chunk_from_a_collection_outside_the_users_groups(
-    world: World, check_identity_groups: bool, filter_chunks: bool, scenario: dict[str, Any]
+    world: World, check_identity_groups: bool, filter_chunks: bool, mode: RetrievalMode, scenario: dict[str, Any]
 ) -> None:
     groups: dict[str, list[str]] = scenario["collection_groups"]
     for name, collection_groups in groups.items():
@@ -199,15 +235,42 @@ def test_no_chunk_from_a_collection_outside_the_users_groups(
     user_groups: frozenset[str] = scenario["user_groups"]
 
     found = world.retrieve(
-        scenario["assigned"], user_groups, check_identity_groups=check_identity_groups, filter_chunks=filter_chunks
+        scenario["assigned"],
+        user_groups,
+        check_identity_groups=check_identity_groups,
+        filter_chunks=filter_chunks,
+        mode=mode,
+        tags=scenario["tags"],
     )
 
-    if world.provider == "pgvector":
-        assert world.in_memory() >= set(scenario["assigned"])  # answered from the copies, not from SQL
+    if world.kind == "pgvector":
+        assert world.in_memory() >= set(scenario["assigned"])  # the copies were in service
     allowed = {n for n in scenario["assigned"] if not groups[n] or user_groups.intersection(groups[n])}
     assert set(found) <= allowed
-    # and nothing allowed is lost: every allowed collection returns all its chunks
-    assert sorted(found) == sorted(n for n in allowed for _ in range(CHUNKS_PER_COLLECTION))
+    # and nothing allowed is lost: every allowed collection returns all the chunks its filter keeps
+    assert sorted(found) == sorted(n for n in allowed for _ in range(_kept_by(scenario["tags"])))
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+@pytest.mark.parametrize(("check_identity_groups", "filter_chunks"), CHECKS)
+def test_a_restricted_chunk_that_is_the_question_word_for_word_never_comes_back(
+    world: World, check_identity_groups: bool, filter_chunks: bool, mode: RetrievalMode
+) -> None:
+    """The lexical leg's best possible match, in a collection the user may not read, beside a public one."""
+    restricted, public = COLLECTIONS[0], COLLECTIONS[1]
+    for name in COLLECTIONS:
+        world.run(world.store.set_groups(name, ["exec"] if name == restricted else []))
+    world.settle()
+
+    found = world.retrieve(
+        [restricted, public],
+        frozenset({"hr"}),
+        check_identity_groups=check_identity_groups,
+        filter_chunks=filter_chunks,
+        mode=mode,
+    )
+
+    assert found == [public] * CHUNKS_PER_COLLECTION
 
 
 def _answer_citing(names: list[str], provider: str) -> Message:
@@ -281,7 +344,7 @@ class _NoDatabase:
         pass
 
 
-def _assignments(world: World, names: list[str]) -> list[Assignment]:
+def _assignments(world: World, names: list[str], mode: RetrievalMode = "dense") -> list[Assignment]:
     now = datetime.now(UTC)
     return [
         Assignment(
@@ -292,15 +355,20 @@ def _assignments(world: World, names: list[str]) -> list[Assignment]:
             max_distance=None,
             instruction=f"{name} notes",
             created_at=now,
+            mode=mode,
         )
         for name in names
     ]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenario=scenarios, question=st.sampled_from(["what do the documents say?", "chunk 1", "Prop_3 chunk 0"]))
+@given(
+    scenario=scenarios,
+    question=st.sampled_from(["what do the documents say?", "chunk 1", "Prop_3 chunk 0"]),
+    mode=st.sampled_from(RETRIEVAL_MODES),
+)
 def test_the_explained_decision_is_the_one_retrieval_makes_and_query_equals_the_stream(
-    world: World, scenario: dict[str, Any], question: str
+    world: World, scenario: dict[str, Any], question: str, mode: RetrievalMode
 ) -> None:
     """The access endpoint's verdicts and a question's searched collections come from one decision; and the
     stateless answer is what the streamed answer yields, citations and text alike."""
@@ -309,7 +377,7 @@ def test_the_explained_decision_is_the_one_retrieval_makes_and_query_equals_the_
     world.settle()
     user_groups: frozenset[str] = scenario["user_groups"]
     retriever = Retriever(IdentityReader(world.vectors, ttl_seconds=0), world.vectors, QueryVectors(world.embedders))
-    assignments = _assignments(world, scenario["assigned"])
+    assignments = _assignments(world, scenario["assigned"], mode)
 
     verdicts = world.run(retriever.verdicts(assignments, user_groups))
     retrieval = world.run(retriever.retrieve(assignments, user_groups, question))

@@ -16,6 +16,7 @@ from common.config import Settings
 from common.db import SingleConnectionDatabase
 from common.db.database import Connection
 from common.errors import AppError, InvalidInput, NotFound
+from common.rerankers import default_rerankers
 from common.vectors.registry import VectorRegistry
 from kappi.agent.models import (
     DEFAULT_SYSTEM_PROMPT,
@@ -26,7 +27,7 @@ from kappi.agent.models import (
     AssignmentSpec,
     CollectionRef,
 )
-from kappi.agent.service import AgentService
+from kappi.agent.service import AgentService, llm_defaults
 from kappi.app import Kappi
 from kappi.llm.registry import LlmRegistry, default_llm_registry
 from tests.kappi.conftest import Shelf, principal
@@ -83,6 +84,8 @@ def agents(
         llms.check_model,
         Authenticator(settings),
         changed=lambda: log.append("changed"),
+        default_llm=llm_defaults(llms),
+        check_reranker=default_rerankers(cohere_api_key="configured-never-called").resolve,
     )
 
 
@@ -131,6 +134,9 @@ async def test_name_description_and_groups_change_in_place_without_a_new_version
         pytest.param({"context_template": "Sources:\n{context}"}, {"context_template": None}, id="template_removed"),
         pytest.param({}, {"temperature": 0.9}, id="temperature"),
         pytest.param({}, {"max_tokens": 50}, id="max_tokens"),
+        pytest.param({}, {"reranker": "cohere", "rerank_model": "rerank-v3.5"}, id="reranker"),
+        pytest.param({"reranker": "cohere"}, {"rerank_model": "rerank-english-v3.0"}, id="rerank_model"),
+        pytest.param({"reranker": "cohere"}, {"reranker": None, "rerank_model": None}, id="reranker_removed"),
     ],
 )
 async def test_a_configuration_change_makes_the_next_version_and_keeps_the_one_before(
@@ -163,6 +169,11 @@ async def test_a_configuration_change_makes_the_next_version_and_keeps_the_one_b
         ),
         pytest.param(AgentUpdate(name="Renamed", groups=["hr "]), "invalid_group", id="group-with-a-space"),
         pytest.param(AgentUpdate(system_prompt="Be brief.", groups=["a\tb"]), "invalid_group", id="group-with-a-tab"),
+        pytest.param(AgentUpdate(reranker="jina"), "unknown_reranker", id="unknown-reranker"),
+        pytest.param(AgentUpdate(rerank_model="rerank-v9"), "reranker_required", id="rerank-model-alone"),
+        pytest.param(
+            AgentUpdate(reranker="cohere", rerank_model="rerank-v9"), "unknown_rerank_model", id="unknown-rerank-model"
+        ),
     ],
 )
 async def test_a_refused_update_changes_nothing(agents: AgentService, change: AgentUpdate, code: str) -> None:
@@ -323,3 +334,108 @@ async def test_explain_takes_groups_or_a_token_and_says_whether_the_agent_is_vis
     with pytest.raises(InvalidInput) as raised:
         await agents.explain(agent.id, AccessQuery())
     assert raised.value.code == "groups_or_token_required"
+
+
+async def test_a_new_agent_names_no_llm_and_gets_the_registrys_default_choice(
+    agents: AgentService, llms: LlmRegistry
+) -> None:
+    assert llms.default_choice() == ("extractive", "extractive")
+    config = (await agents.create(AgentCreate(name="Helper"), ADMIN)).config
+    assert (config.llm_provider, config.llm_model) == llms.default_choice()
+    named = (await agents.create(AgentCreate(name="Helper", llm_provider="openai"), ADMIN)).config
+    assert (named.llm_provider, named.llm_model) == ("openai", "small")  # that provider's first model
+    model_only = (await agents.create(AgentCreate(name="Helper", llm_model="extractive"), ADMIN)).config
+    assert (model_only.llm_provider, model_only.llm_model) == ("extractive", "extractive")
+
+
+async def test_the_default_choice_is_the_registrys_not_a_constant(
+    db: SingleConnectionDatabase, services: Kappi, settings: Settings
+) -> None:
+    """With another default (F's embedded model, when it runs), a new agent gets that one."""
+    registry = default_llm_registry(openai_base_url="http://127.0.0.1:9/v1", openai_models=["small", "large"])
+    registry.default_choice = lambda: ("openai", "large")  # type: ignore[method-assign]
+    agents = AgentService(
+        db, services.identities, services.retriever, registry.check_model, Authenticator(settings),
+        default_llm=llm_defaults(registry),
+    )  # fmt: skip
+    config = (await agents.create(AgentCreate(name="Helper"), ADMIN)).config
+    assert (config.llm_provider, config.llm_model) == ("openai", "large")
+    await registry.aclose()
+
+
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        pytest.param(AgentCreate(name="X", llm_provider="skynet"), "unknown_llm_provider", id="unknown-provider"),
+        pytest.param(AgentCreate(name="X", reranker="jina"), "unknown_reranker", id="unknown-reranker"),
+        pytest.param(AgentCreate(name="X", rerank_model="rerank-v3.5"), "reranker_required", id="model-alone"),
+        pytest.param(
+            AgentCreate(name="X", reranker="cohere", rerank_model="rerank-v9"), "unknown_rerank_model", id="bad-model"
+        ),
+    ],
+)
+async def test_a_refused_new_agent_is_invalid_input_and_stores_nothing(
+    agents: AgentService, request_: AgentCreate, code: str
+) -> None:
+    before = await agents.all()
+    with pytest.raises(InvalidInput) as raised:
+        await agents.create(request_, ADMIN)
+    assert (raised.value.code, raised.value.status) == (code, 422)
+    assert await agents.all() == before
+
+
+async def test_a_reranker_named_without_a_model_gets_its_default_and_is_versioned(agents: AgentService) -> None:
+    agent = await agents.create(AgentCreate(name="Helper", reranker="cohere"), ADMIN)
+    assert (agent.config.reranker, agent.config.rerank_model) == ("cohere", "rerank-v3.5")
+    plain = await agents.create(AgentCreate(name="Plain"), ADMIN)
+    assert (plain.config.reranker, plain.config.rerank_model) == (None, None)
+
+
+async def test_assignments_keep_their_retrieval_settings_new_ones_are_hybrid(
+    agents: AgentService, shelf: Shelf
+) -> None:
+    handbook, policies = await shelf.collection(), await shelf.collection()
+    agent = await agents.create(AgentCreate(name="Helper"), ADMIN)
+
+    report = await agents.assign(
+        agent.id,
+        AssignmentChanges(
+            add=[
+                AssignmentSpec(vector_provider="qdrant", name=handbook.name),
+                AssignmentSpec(
+                    vector_provider="qdrant",
+                    name=policies.name,
+                    mode="dense",
+                    dense_weight=0.8,
+                    tags=["policy", "hr", "policy"],
+                    labels=["final"],
+                ),
+            ]
+        ),
+    )
+    settings = {a.name: (a.mode, a.dense_weight, a.tags, a.labels) for a in report.collections}
+    assert settings == {
+        handbook.name: ("hybrid", 0.5, None, None),
+        policies.name: ("dense", 0.8, ["hr", "policy"], ["final"]),
+    }
+
+    # an update that leaves them out keeps them (nobody's answers change unasked); one that sends them changes them
+    again = await agents.assign(
+        agent.id,
+        AssignmentChanges(
+            add=[
+                AssignmentSpec(vector_provider="qdrant", name=policies.name, top_k=9),
+                AssignmentSpec(vector_provider="qdrant", name=handbook.name, mode="lexical", tags=["faq"]),
+            ]
+        ),
+    )
+    settings = {a.name: (a.top_k, a.mode, a.dense_weight, a.tags, a.labels) for a in again.collections}
+    assert settings == {
+        handbook.name: (5, "lexical", 0.5, ["faq"], None),
+        policies.name: (9, "dense", 0.8, ["hr", "policy"], ["final"]),
+    }
+    cleared = await agents.assign(
+        agent.id, AssignmentChanges(add=[AssignmentSpec(vector_provider="qdrant", name=policies.name, tags=None)])
+    )
+    assert {a.name: a.tags for a in cleared.collections}[policies.name] is None
+    assert (await agents.get(agent.id)).collections == cleared.collections

@@ -6,7 +6,7 @@ query embedder; scores are known in advance (:class:`~tests.kappi.conftest.Shelf
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,15 +15,27 @@ import pytest
 
 from common.embedders.base import EmbedderRegistry
 from common.errors import Unavailable
-from common.vectors.base import IDENTITY_ID, Search, SearchResult
+from common.rerankers import RerankerRegistry, default_rerankers
+from common.vectors.base import IDENTITY_ID, Search, SearchFilter, SearchResult
 from common.vectors.pgvector import PgVectorStore, table_of
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader, IdentityStatus
 from kappi.access.policy import Reason
 from kappi.agent.models import Assignment
-from kappi.retrieval.service import QueryVectors, RetrievedChunk, Retriever, decide
+from kappi.retrieval.service import (
+    QueryVectors,
+    RerankChoice,
+    RetrievedChunk,
+    Retriever,
+    _merged_by_rank,
+    by_document,
+    decide,
+    narrowed,
+)
 from schemas.models import Identity
+from tests.common.rerankers.standin import running_rerank_standin, standin_order, standin_relevance
 from tests.kappi.conftest import EMBEDDER, QUESTION, Placed, Shelf, assignment
+from tests.support.cohere_standin import CohereStandIn
 
 
 def _retriever(vectors: VectorRegistry, embedders: EmbedderRegistry, *, ttl: float = 0) -> Retriever:
@@ -350,3 +362,251 @@ async def test_a_partial_outage_answers_from_the_stores_that_are_up(
     retrieval = await _retriever(registry, embedders).retrieve([down, assignment(up)], frozenset(), QUESTION)
 
     assert _found(retrieval.chunks) == [(up.name, "reachable", 0.9)]
+
+
+# retrieval modes, filters, merging across modes, reranking
+
+
+class RecordingPgVector(PgVectorStore):
+    """The real pgvector adapter, noting every search it is asked for."""
+
+    seen: list[Search]
+
+    async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
+        self.seen.extend(searches)
+        return await super().search_many(searches)
+
+
+async def test_each_search_carries_the_question_its_assignments_mode_weight_and_filters_and_the_access_filter(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    recording = RecordingPgVector(_pgvector(vectors).pool)
+    recording.seen = []
+    registry = vectors.replacing("pgvector", recording)
+    plain = await shelf.collection("pgvector", chunks=[Placed(score=0.9, content="plain")])
+    tagged = await shelf.collection("pgvector", groups=["hr"], chunks=[Placed(score=0.8, content="tagged")])
+    assignments = [
+        assignment(plain),
+        msgspec.structs.replace(
+            assignment(tagged), mode="hybrid", dense_weight=0.7, tags=["policy"], labels=["final", "draft"]
+        ),
+    ]
+
+    await _retriever(registry, embedders).retrieve(assignments, frozenset({"hr", "eng"}), QUESTION)
+
+    searched = {s.name: s for s in recording.seen}
+    assert (searched[plain.name].mode, searched[plain.name].text) == ("dense", QUESTION)
+    assert searched[plain.name].where == SearchFilter(readable_by=frozenset({"hr", "eng"}))
+    hybrid = searched[tagged.name]
+    assert (hybrid.mode, hybrid.dense_weight, hybrid.text) == ("hybrid", 0.7, QUESTION)
+    assert hybrid.where == SearchFilter(
+        readable_by=frozenset({"hr", "eng"}), tags=frozenset({"policy"}), labels=frozenset({"final", "draft"})
+    )
+
+
+@pytest.mark.parametrize("provider", ["qdrant", "pgvector"])
+async def test_an_assignments_tags_and_labels_keep_only_the_documents_they_name(
+    provider: str, shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    handbook = await shelf.collection(
+        provider,
+        chunks=[
+            Placed(score=0.9, content="untagged"),
+            Placed(score=0.8, content="policy final", tags=["policy", "hr"], label="final"),
+            Placed(score=0.7, content="policy draft", tags=["policy"], label="draft"),
+            Placed(score=0.6, content="faq final", tags=["faq"], label="final"),
+        ],
+    )
+    retriever = _retriever(vectors, embedders)
+
+    async def found(**filters: Any) -> list[str]:
+        retrieval = await retriever.retrieve(
+            [msgspec.structs.replace(assignment(handbook), **filters)], frozenset(), QUESTION
+        )
+        return [c.text for c in retrieval.chunks]
+
+    assert await found() == ["untagged", "policy final", "policy draft", "faq final"]
+    assert await found(tags=["policy"]) == ["policy final", "policy draft"]
+    assert await found(tags=["policy", "faq"], labels=["final"]) == ["policy final", "faq final"]
+    assert await found(labels=["draft"], mode="hybrid") == ["policy draft"]
+    assert await found(tags=[]) == []  # a request's filters narrowed to nothing in common
+
+
+@pytest.mark.parametrize("provider", ["qdrant", "pgvector"])
+async def test_hybrid_finds_by_its_words_what_dense_ranks_low_and_says_which_leg_found_what(
+    provider: str, shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    handbook = await shelf.collection(
+        provider,
+        chunks=[
+            Placed(score=0.9, content="The cafeteria opens at eight."),
+            Placed(score=0.5, content="Parking is free on weekends."),
+            Placed(score=0.2, content="Employees get thirty vacation days."),
+        ],
+    )
+    retriever = _retriever(vectors, embedders)
+
+    async def retrieved(mode: str) -> list[RetrievedChunk]:
+        searched = msgspec.structs.replace(assignment(handbook), mode=mode, dense_weight=0.5)
+        return (await retriever.retrieve([searched], frozenset(), QUESTION)).chunks
+
+    dense, lexical, hybrid = await retrieved("dense"), await retrieved("lexical"), await retrieved("hybrid")
+
+    assert [c.text for c in dense] == [
+        "The cafeteria opens at eight.",
+        "Parking is free on weekends.",
+        "Employees get thirty vacation days.",
+    ]
+    assert all(c.legs is None for c in dense)  # the hot path builds nothing extra
+    assert [c.text for c in lexical] == ["Employees get thirty vacation days."]
+    assert lexical[0].distance == pytest.approx(0.8, abs=1e-4)  # a cosine distance in every mode
+    assert hybrid[0].text == "Employees get thirty vacation days."
+    legs = {c.text: c.legs for c in hybrid}
+    words = legs["Employees get thirty vacation days."]
+    assert words is not None
+    assert (words.dense_rank, words.lexical_rank) == (3, 1)
+    assert words.fused_score == pytest.approx(hybrid[0].score)
+    cafeteria = legs["The cafeteria opens at eight."]
+    assert cafeteria is not None
+    assert (cafeteria.dense_rank, cafeteria.lexical_rank) == (1, None)
+
+
+def _chunk_of(collection: str, score: float, text: str) -> RetrievedChunk:
+    return RetrievedChunk(
+        vector_provider="qdrant",
+        collection=collection,
+        instruction="",
+        document_id=text,
+        document_name=None,
+        page_start=None,
+        page_end=None,
+        text=text,
+        context=text,
+        score=score,
+        distance=0.5,
+    )
+
+
+def test_passages_of_searches_in_different_modes_merge_by_their_rank_in_their_collection() -> None:
+    """A BM25 score of 7 is not better than a cosine of 0.9: scores of different modes do not compare."""
+    lexical = [_chunk_of("Words", 7.0, "w1"), _chunk_of("Words", 3.0, "w2"), _chunk_of("Words", 2.0, "w3")]
+    dense = [_chunk_of("Meaning", 0.9, "m1"), _chunk_of("Meaning", 0.8, "m2")]
+
+    merged = _merged_by_rank([[*lexical, *dense]])
+
+    assert [c.text for c in merged] == ["w1", "m1", "w2", "m2", "w3"]
+
+
+async def test_mixed_modes_are_merged_by_rank_through_retrieve(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry
+) -> None:
+    words = await shelf.collection(
+        chunks=[Placed(score=0.1, content="vacation days"), Placed(score=0.1, content="employees vacation")]
+    )
+    meaning = await shelf.collection(chunks=[Placed(score=0.9, content="m-high"), Placed(score=0.8, content="m-low")])
+    assignments = [msgspec.structs.replace(assignment(words), mode="lexical"), assignment(meaning)]
+
+    retrieval = await _retriever(vectors, embedders).retrieve(assignments, frozenset(), QUESTION)
+
+    assert [c.collection for c in retrieval.chunks] == [words.name, meaning.name, words.name, meaning.name]
+
+
+def test_a_requests_filters_narrow_an_assignments_never_widen_them() -> None:
+    own = msgspec.structs.replace(ASSIGNED, tags=["policy", "hr"], labels=None, top_k=5)
+    free = msgspec.structs.replace(ASSIGNED, tags=None, labels=["final"], top_k=20)
+
+    kept, opened = narrowed([own, free], tags=["hr", "faq"], labels=["final", "draft"], depth=10)
+
+    assert (kept.tags, kept.labels, kept.top_k) == (["hr"], ["draft", "final"], 10)
+    assert (opened.tags, opened.labels, opened.top_k) == (["faq", "hr"], ["final"], 20)
+    (disjoint,) = narrowed([own], tags=["faq"])
+    assert disjoint.tags == []  # nothing in common: the collection matches nothing
+    assert narrowed([own, free]) == [own, free]
+
+
+def test_by_document_keeps_each_documents_best_passage_with_its_count() -> None:
+    chunks = [_chunk_of("C", 0.9, "a"), _chunk_of("C", 0.8, "b"), _chunk_of("C", 0.7, "c")]
+    chunks[2] = msgspec.structs.replace(chunks[2], document_id="a")
+
+    grouped = by_document(chunks)
+
+    assert [(c.text, n) for c, n in grouped] == [("a", 2), ("b", 1)]
+
+
+RERANK_KEY = "retrieval-rerank-key"
+
+
+@pytest.fixture
+def rerank_standin() -> Iterator[CohereStandIn]:
+    with running_rerank_standin(api_key=RERANK_KEY) as standin:
+        yield standin
+
+
+@pytest.fixture
+async def rerankers(rerank_standin: CohereStandIn) -> AsyncIterator[RerankerRegistry]:
+    registry = default_rerankers(cohere_api_key=RERANK_KEY, cohere_base_url=rerank_standin.base_url)
+    yield registry
+    await registry.aclose()
+
+
+async def _reranking(
+    shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry, rerankers: RerankerRegistry
+) -> tuple[Retriever, list[Assignment], list[str]]:
+    texts = ["The cafeteria opens at eight.", "vacation days", "How many vacation days do employees get? Thirty."]
+    handbook = await shelf.collection(
+        chunks=[Placed(score=s, content=t) for s, t in zip((0.9, 0.8, 0.7), texts, strict=True)]
+    )
+    retriever = Retriever(
+        IdentityReader(vectors, ttl_seconds=0),
+        vectors,
+        QueryVectors(embedders),
+        rerankers=rerankers,
+    )
+    return retriever, [assignment(handbook)], texts
+
+
+async def test_the_agents_reranker_reorders_the_merged_passages_standin(
+    rerank_standin: CohereStandIn,
+    rerankers: RerankerRegistry,
+    shelf: Shelf,
+    vectors: VectorRegistry,
+    embedders: EmbedderRegistry,
+) -> None:
+    retriever, assignments, texts = await _reranking(shelf, vectors, embedders, rerankers)
+
+    retrieval = await retriever.retrieve(assignments, frozenset(), QUESTION, rerank=RERANK)
+
+    order = standin_order(QUESTION, texts)
+    assert order != [0, 1, 2]
+    assert [c.text for c in retrieval.chunks] == [texts[i] for i in order]
+    assert [c.rerank_score for c in retrieval.chunks] == [standin_relevance(QUESTION, texts[i]) for i in order]
+    assert [round(c.score, 4) for c in retrieval.chunks] == [(0.9, 0.8, 0.7)[i] for i in order]  # retrieval's own
+    assert retrieval.reranked is True
+    (sent,) = rerank_standin.requests
+    assert (sent.body["query"], sent.body["documents"], sent.body["model"]) == (QUESTION, texts, "rerank-v3.5")
+
+
+async def test_a_reranker_that_is_down_leaves_retrievals_order_and_says_so_standin(
+    rerank_standin: CohereStandIn,
+    rerankers: RerankerRegistry,
+    shelf: Shelf,
+    vectors: VectorRegistry,
+    embedders: EmbedderRegistry,
+) -> None:
+    retriever, assignments, texts = await _reranking(shelf, vectors, embedders, rerankers)
+    rerank_standin.fail_next(503)
+
+    retrieval = await retriever.retrieve(assignments, frozenset(), QUESTION, rerank=RERANK)
+
+    assert [c.text for c in retrieval.chunks] == texts
+    assert [c.rerank_score for c in retrieval.chunks] == [None, None, None]
+    assert retrieval.reranked is False
+    no_reranker = await retriever.retrieve(assignments, frozenset(), QUESTION)
+    assert no_reranker.reranked is None
+    gone = await retriever.retrieve(
+        assignments, frozenset(), QUESTION, rerank=RerankChoice(provider="jina", model="m")
+    )  # named when the agent was saved, not configured here any more
+    assert ([c.text for c in gone.chunks], gone.reranked) == (texts, False)
+
+
+RERANK = RerankChoice(provider="cohere", model="rerank-v3.5")

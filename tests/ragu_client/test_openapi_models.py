@@ -46,6 +46,8 @@ UNDOCUMENTED = {
 REQUESTS = {
     client_models.Question,
     client_models.RetrieveRequest,
+    client_models.QueryRequest,
+    client_models.RetrievalFilters,
     client_models.ChatCreate,
     client_models.ChatRename,
     client_models.CollectionCreate,
