@@ -12,6 +12,8 @@ speaks cosine distance, so thresholds are converted at the boundary (``score >= 
 Local mode is exact brute force in numpy, but it evaluates payload conditions in Python for every point and
 runs synchronously on the event loop: at 10k points a search takes ~80 ms with only the identity exclusion
 and ~400 ms with an access filter. Fine for tests, the CLI and small collections; serve kappi from a server.
+Its lexical leg is brute force too (every chunk's sparse vector scored in Python), so a hybrid search in local
+mode costs several dense searches; a server answers it from its sparse index (docs/benchmarks.md).
 
 Errors are translated at the boundary: unknown collection → ``NotFound("collection_not_found")``, server
 unreachable → ``Unavailable("vector_store_unavailable")``, input the engine refuses →
