@@ -101,8 +101,10 @@ class CollectionController(Controller):
         collection_id: FromPath[UUID],
         data: JSONBody[SearchRequest],
     ) -> SearchResponse:
-        """Embeds the query with the collection's own model and returns the closest chunks with scores and
-        positions. Admin only and unfiltered by groups: this is a tuning tool, not a user's view."""
+        """Searches by meaning, by keywords or both (``mode``), filtered by documents, tags and labels, optionally
+        one hit per document (``group_by``); each hit says which leg found it (``legs``). The query is embedded
+        with the collection's own model. Admin only and unfiltered by groups: this is a tuning tool, not a user's
+        view."""
         return await collections.search(collection_id, data)
 
 

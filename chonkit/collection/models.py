@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
 
 from common.groups import GroupName
+from common.vectors.base import RetrievalMode
 
 Groups = Annotated[list[GroupName], msgspec.Meta(max_length=100)]
 
@@ -67,20 +68,118 @@ class GroupsUpdate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     groups: Groups
 
 
+SEARCH_DEPTH = 200
+"""The most chunks one search of the test bench returns (or groups)."""
+
+SearchTag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+SearchLabel = Annotated[str, msgspec.Meta(max_length=255)]
+
+
+def _about(description: str, **constraints: Any) -> msgspec.Meta:
+    """A field's description for the OpenAPI schema (field docstrings do not reach it), with its constraints."""
+    return msgspec.Meta(description=" ".join(description.split()), **constraints)
+
+
 class SearchRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One search of the test bench. Every filter applies to every leg of the search."""
+
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)]
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 5
-    max_distance: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
-    document_ids: list[UUID] | None = None
+    limit: Annotated[
+        int,
+        _about(
+            """How many chunks to return: the search depth. With group_by, these chunks are grouped, so fewer hits
+            (one per document) come back.""",
+            ge=1,
+            le=SEARCH_DEPTH,
+        ),
+    ] = 5
+    max_distance: (
+        Annotated[
+            float, _about("Keep only chunks within this cosine distance of the query, in every mode.", ge=0, le=2)
+        ]
+        | None
+    ) = None
+    mode: Annotated[
+        RetrievalMode,
+        _about(
+            """dense: by meaning (the embedding's cosine similarity); lexical: by the query's words (BM25);
+            hybrid: both legs merged by weighted reciprocal-rank fusion."""
+        ),
+    ] = "hybrid"
+    dense_weight: Annotated[
+        float,
+        _about(
+            "Hybrid only: the dense leg's share of the fusion (1 = the dense order, 0 = the lexical order).", ge=0, le=1
+        ),
+    ] = 0.5
+    document_ids: (
+        Annotated[list[UUID], _about("Keep only chunks of these documents (empty = every document).")] | None
+    ) = None
+    tags: (
+        Annotated[
+            list[SearchTag],
+            _about("Keep only chunks of documents carrying at least one of these tags.", min_length=1, max_length=50),
+        ]
+        | None
+    ) = None
+    labels: (
+        Annotated[
+            list[SearchLabel],
+            _about("Keep only chunks of documents whose label is one of these.", min_length=1, max_length=50),
+        ]
+        | None
+    ) = None
+    group_by: (
+        Annotated[
+            Literal["document"],
+            _about(
+                """document: one hit per document, its best chunk with chunk_count, in the order of those best
+            chunks."""
+            ),
+        ]
+        | None
+    ) = None
+
+
+class HitLegs(msgspec.Struct, frozen=True, kw_only=True):
+    """Which leg of the search found a hit, and where: what hybrid changed against either leg alone."""
+
+    dense_rank: Annotated[
+        int | None,
+        _about(
+            """1-based rank among the dense (embedding) leg's candidates; null when that leg did not find the chunk
+            or did not run (lexical mode)."""
+        ),
+    ]
+    lexical_rank: Annotated[
+        int | None,
+        _about(
+            """1-based rank among the lexical (keyword, BM25) leg's candidates; null when that leg did not find the
+            chunk or did not run (dense mode)."""
+        ),
+    ]
+    lexical_score: Annotated[float | None, _about("The chunk's BM25 score; null when the lexical leg did not find it.")]
+    fused_score: Annotated[
+        float | None, _about("Hybrid only: the weighted reciprocal-rank fusion score the hits are ordered by.")
+    ]
 
 
 class MatchedChunk(msgspec.Struct, frozen=True, kw_only=True):
     """One hit of the search test bench (the vector port's hits are ``common.vectors.base.SearchHit``)."""
 
-    score: float
-    distance: float
+    score: Annotated[
+        float,
+        _about(
+            """What the hits are ordered by: cosine similarity (dense), BM25 score (lexical) or fused score
+            (hybrid)."""
+        ),
+    ]
+    distance: Annotated[float, _about("Cosine distance between the chunk and the query, in every mode.")]
+    legs: HitLegs
     document_id: str
     document_name: str | None
+    tags: Annotated[list[str], _about("The document's tags, as its chunks carry them.")]
+    label: Annotated[str | None, _about("The document's label, as its chunks carry it.")]
     chunk_index: int | None
     content: str
     page_start: int | None
@@ -89,10 +188,18 @@ class MatchedChunk(msgspec.Struct, frozen=True, kw_only=True):
     char_start: int | None
     char_end: int | None
     parent_content: str | None
+    chunk_count: Annotated[
+        int | None,
+        _about(
+            """With group_by document: how many of the document's chunks were among the chunks searched (this hit
+            is the best of them); null otherwise."""
+        ),
+    ] = None
 
 
 class SearchResponse(msgspec.Struct, frozen=True, kw_only=True):
     hits: list[MatchedChunk]
+    mode: Annotated[RetrievalMode, _about("The mode the search ran in.")]
     embed_ms: float
     search_ms: float
 

@@ -20,8 +20,9 @@ _SELECT = """
 """
 
 
-class PendingRename(msgspec.Struct, frozen=True, kw_only=True):
-    """One collection whose chunks of a renamed document must be given the document's name as it is now."""
+class PendingDocumentUpdate(msgspec.Struct, frozen=True, kw_only=True):
+    """One collection whose chunks of a document must be given the document's name, tags and label as they are
+    now (after the document changed, or to backfill chunks written before chunks carried tags and labels)."""
 
     collection_id: UUID
     document_id: UUID
@@ -29,6 +30,8 @@ class PendingRename(msgspec.Struct, frozen=True, kw_only=True):
     collection_name: str
     vector_provider: str
     document_name: str
+    tags: list[str]
+    label: str | None
 
 
 def _collection(record: Any) -> Collection:
@@ -115,45 +118,46 @@ class CollectionRepository:
         )
         return {str(r["document_id"]): r["chunk_count"] for r in records}
 
-    async def queue_rename(self, document_id: UUID) -> None:
-        """Every collection holding the document is to rename its chunks (again, if a rename is pending)."""
+    async def queue_document_update(self, document_id: UUID) -> None:
+        """Every collection holding the document is to update its chunks (again, if an update is pending)."""
         await self.conn.execute(
-            """INSERT INTO chonkit.pending_renames (collection_id, document_id)
+            """INSERT INTO chonkit.pending_document_updates (collection_id, document_id)
                SELECT collection_id, document_id FROM chonkit.collection_documents WHERE document_id = $1
                ON CONFLICT (collection_id, document_id) DO UPDATE
                SET attempts = 0, error = NULL, next_attempt_at = now()""",
             document_id,
         )
 
-    async def claim_rename(self) -> PendingRename | None:
-        """The rename due longest ago, locked until the transaction ends (other workers skip it)."""
+    async def claim_document_update(self) -> PendingDocumentUpdate | None:
+        """The update due longest ago, locked until the transaction ends (other workers skip it), with the
+        document's name, tags and label as they are now."""
         record = await self.conn.fetchrow(
-            """SELECT r.collection_id, r.document_id, r.attempts, c.name AS collection_name, c.vector_provider,
-                      d.name AS document_name
-               FROM chonkit.pending_renames r
-               JOIN chonkit.collections c ON c.id = r.collection_id
-               JOIN chonkit.documents d ON d.id = r.document_id
-               WHERE r.next_attempt_at <= now()
-               ORDER BY r.next_attempt_at LIMIT 1
-               FOR UPDATE OF r SKIP LOCKED"""
+            """SELECT u.collection_id, u.document_id, u.attempts, c.name AS collection_name, c.vector_provider,
+                      d.name AS document_name, d.tags, d.label
+               FROM chonkit.pending_document_updates u
+               JOIN chonkit.collections c ON c.id = u.collection_id
+               JOIN chonkit.documents d ON d.id = u.document_id
+               WHERE u.next_attempt_at <= now()
+               ORDER BY u.next_attempt_at LIMIT 1
+               FOR UPDATE OF u SKIP LOCKED"""
         )
-        return None if record is None else msgspec.convert(dict(record), PendingRename)
+        return None if record is None else msgspec.convert(dict(record), PendingDocumentUpdate)
 
-    async def finish_rename(self, rename: PendingRename) -> None:
+    async def finish_document_update(self, update: PendingDocumentUpdate) -> None:
         await self.conn.execute(
-            "DELETE FROM chonkit.pending_renames WHERE collection_id = $1 AND document_id = $2",
-            rename.collection_id,
-            rename.document_id,
+            "DELETE FROM chonkit.pending_document_updates WHERE collection_id = $1 AND document_id = $2",
+            update.collection_id,
+            update.document_id,
         )
 
-    async def postpone_rename(self, rename: PendingRename, error: str) -> None:
+    async def postpone_document_update(self, update: PendingDocumentUpdate, error: str) -> None:
         """Try again after a wait that doubles with every failure, up to five minutes."""
         await self.conn.execute(
-            """UPDATE chonkit.pending_renames
+            """UPDATE chonkit.pending_document_updates
                SET attempts = attempts + 1, error = $3, next_attempt_at = now()
                    + least(interval '1 second' * power(2, least(attempts, 9)), interval '5 minutes')
                WHERE collection_id = $1 AND document_id = $2""",
-            rename.collection_id,
-            rename.document_id,
+            update.collection_id,
+            update.document_id,
             error,
         )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
+from collections.abc import Sequence
 from uuid import UUID
 
 import msgspec
@@ -17,6 +19,7 @@ from chonkit.collection.models import (
     CollectionCreate,
     CollectionDetail,
     EmbeddingModel,
+    HitLegs,
     IdentityCheck,
     MatchedChunk,
     Providers,
@@ -27,7 +30,7 @@ from chonkit.collection.repository import CollectionRepository
 from common.embedders.base import EmbedderRegistry
 from common.errors import Conflict, NotFound
 from common.groups import check_groups
-from common.vectors.base import SearchFilter, read_chunk
+from common.vectors.base import RetrievalMode, SearchFilter, SearchHit, read_chunk
 from common.vectors.records import checked_name
 from common.vectors.registry import VectorRegistry
 from schemas.models import Identity
@@ -43,6 +46,8 @@ SEARCH_PROPERTIES = (
     "char_start",
     "char_end",
     "parent_content",
+    "tags",
+    "label",
 )
 
 
@@ -156,43 +161,89 @@ class CollectionService:
         await self.vectors.get(collection.vector_provider).drop_collection(collection.name)
 
     async def search(self, collection_id: UUID, request: SearchRequest) -> SearchResponse:
-        """The admin's retrieval test bench: no access filter, the collection's own embedding model."""
+        """The admin's retrieval test bench: no access filter, the collection's own embedding model. The query
+        is embedded in every mode: ``distance`` (and ``max_distance``) is the cosine distance in all of them."""
         collection = await self.get(collection_id)
         embedder = self.embedders.get(collection.embedding_provider, collection.model)
         started = time.perf_counter()
         vector = await embedder.embed_query(request.query)
         embedded = time.perf_counter()
-        where = None
-        if request.document_ids:
-            where = SearchFilter(document_ids=frozenset(str(d) for d in request.document_ids))
         hits = await self.vectors.get(collection.vector_provider).search(
             collection.name,
             vector.tolist(),
             limit=request.limit,
             properties=SEARCH_PROPERTIES,
             max_distance=request.max_distance,
-            where=where,
+            where=search_filter(request),
+            text=request.query,
+            mode=request.mode,
+            dense_weight=request.dense_weight,
         )
         searched = time.perf_counter()
+        matched = [matched_chunk(hit, legs_of(hit, rank, request.mode)) for rank, hit in enumerate(hits, start=1)]
         return SearchResponse(
-            hits=[
-                MatchedChunk(
-                    score=h.score,
-                    distance=h.distance,
-                    document_id=found.document_id,
-                    document_name=found.document_name,
-                    chunk_index=found.chunk_index,
-                    content=found.content,
-                    page_start=found.page_start,
-                    page_end=found.page_end,
-                    heading_path=found.heading_path,
-                    char_start=found.char_start,
-                    char_end=found.char_end,
-                    parent_content=found.parent_content,
-                )
-                for h in hits
-                for found in (read_chunk(h.payload),)
-            ],
+            hits=by_document(matched) if request.group_by == "document" else matched,
+            mode=request.mode,
             embed_ms=round((embedded - started) * 1000, 3),
             search_ms=round((searched - embedded) * 1000, 3),
         )
+
+
+def search_filter(request: SearchRequest) -> SearchFilter | None:
+    """The request's filters as the port's conditions (AND-ed; each list means "any of")."""
+    if not (request.document_ids or request.tags or request.labels):
+        return None
+    return SearchFilter(
+        document_ids=frozenset(str(d) for d in request.document_ids) if request.document_ids else None,
+        tags=frozenset(request.tags) if request.tags else None,
+        labels=frozenset(request.labels) if request.labels else None,
+    )
+
+
+def legs_of(hit: SearchHit, rank: int, mode: RetrievalMode) -> HitLegs:
+    """The legs the store reported. A dense search's hits come in the dense leg's order, so their dense rank is
+    their position (the port builds no legs on that hot path)."""
+    legs = hit.legs
+    if legs is None:
+        return HitLegs(
+            dense_rank=rank if mode == "dense" else None, lexical_rank=None, lexical_score=None, fused_score=None
+        )
+    return HitLegs(
+        dense_rank=legs.dense_rank,
+        lexical_rank=legs.lexical_rank,
+        lexical_score=legs.lexical_score,
+        fused_score=legs.fused_score,
+    )
+
+
+def matched_chunk(hit: SearchHit, legs: HitLegs) -> MatchedChunk:
+    """A hit as the bench shows it."""
+    found = read_chunk(hit.payload)
+    return MatchedChunk(
+        score=hit.score,
+        distance=hit.distance,
+        legs=legs,
+        document_id=found.document_id,
+        document_name=found.document_name,
+        tags=found.tags,
+        label=found.label,
+        chunk_index=found.chunk_index,
+        content=found.content,
+        page_start=found.page_start,
+        page_end=found.page_end,
+        heading_path=found.heading_path,
+        char_start=found.char_start,
+        char_end=found.char_end,
+        parent_content=found.parent_content,
+    )
+
+
+def by_document(hits: Sequence[MatchedChunk]) -> list[MatchedChunk]:
+    """One hit per document: its best chunk (hits arrive best first), with how many of its chunks were found,
+    in the order of those best chunks."""
+    best: dict[str, MatchedChunk] = {}
+    counts: Counter[str] = Counter()
+    for hit in hits:
+        counts[hit.document_id] += 1
+        best.setdefault(hit.document_id, hit)
+    return [msgspec.structs.replace(hit, chunk_count=counts[document_id]) for document_id, hit in best.items()]

@@ -46,6 +46,9 @@ from common.vectors.registry import VectorRegistry
 PREVIEW_LIMIT = 500
 """Blocks or chunks a preview returns; the counts always cover the whole document."""
 
+CARRIED_BY_CHUNKS = frozenset({"name", "tags", "label"})
+"""Document fields every chunk holds a copy of (``document_name``, ``tags``, ``label``)."""
+
 
 class IncomingFile(msgspec.Struct, frozen=True):
     filename: str
@@ -162,8 +165,9 @@ class DocumentService:
         return document
 
     async def patch(self, document_id: UUID, patch: DocumentPatch) -> Document:
-        """A new name is queued for the chunks of every collection holding the document, in this transaction;
-        the embedding worker writes it to the vector stores (and keeps it queued while a store is down)."""
+        """Chunks carry their document's name, tags and label, so a change of any is queued for every collection
+        holding the document, in this transaction; the embedding worker writes the document's values as they are
+        then to the vector stores (and keeps the update queued while a store is down)."""
         changes: dict[str, Any] = {
             field: value for field in patch.__struct_fields__ if (value := getattr(patch, field)) is not msgspec.UNSET
         }
@@ -174,8 +178,8 @@ class DocumentService:
         document = await self.repo.update(document_id, changes)
         if document is None:
             raise NotFound(f"No document {document_id}.", code="document_not_found")
-        if "name" in changes:
-            await self.collections.queue_rename(document_id)
+        if changes.keys() & CARRIED_BY_CHUNKS:
+            await self.collections.queue_document_update(document_id)
         return document
 
     async def delete(self, document_id: UUID) -> Document:

@@ -8,7 +8,8 @@ so redoing a document overwrites the same points instead of adding new ones. The
 store, parent chunks, the ``collection_documents`` row and the item's ``done`` — happens under the
 collection's advisory lock in one transaction, which also serialises it with group changes.
 
-The worker also applies document renames to the chunks already written (``chonkit.pending_renames``).
+Every chunk carries its document's name, tags and label; the worker also applies changes of those to the chunks
+already written (``chonkit.pending_document_updates``).
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ class EmbeddingWorker:
                     await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
 
     async def run_once(self) -> bool:
-        """Apply one pending rename or process one job item; False when there was nothing to do."""
-        if await self._rename_once():
+        """Apply one pending document update or process one job item; False when there was nothing to do."""
+        if await self._update_document_once():
             return True
         async with self.db.transaction() as conn:
             item = await JobRepository(conn).claim(self.name, self.stale_after)
@@ -147,30 +148,37 @@ class EmbeddingWorker:
                 await beat
         return True
 
-    async def _rename_once(self) -> bool:
-        """Give one collection's chunks of a renamed document the document's current name. A store that is
-        down or refuses keeps the rename pending, tried again after a growing wait: it is never lost."""
+    async def _update_document_once(self) -> bool:
+        """Give one collection's chunks of a changed document the document's current name, tags and label. A
+        store that is down or refuses keeps the update pending, tried again after a growing wait: it is never
+        lost."""
         async with self.db.transaction() as conn:
             collections = CollectionRepository(conn)
-            rename = await collections.claim_rename()
-            if rename is None:
+            update = await collections.claim_document_update()
+            if update is None:
                 return False
             try:
-                store = self.vectors.get(rename.vector_provider)
-                await store.rename_document(rename.collection_name, str(rename.document_id), rename.document_name)
-            except Exception as exc:  # whatever the failure, it must not stall the job queue behind this rename
+                store = self.vectors.get(update.vector_provider)
+                await store.update_document(
+                    update.collection_name,
+                    str(update.document_id),
+                    document_name=update.document_name,
+                    tags=update.tags,
+                    label=update.label,
+                )
+            except Exception as exc:  # whatever the failure, it must not stall the job queue behind this update
                 detail = exc.detail if isinstance(exc, AppError) else f"Unexpected error: {exc!r}"
                 logger.warning(
-                    "renaming document %s in %s failed (attempt %d): %s",
-                    rename.document_id,
-                    rename.collection_name,
-                    rename.attempts + 1,
+                    "updating document %s in %s failed (attempt %d): %s",
+                    update.document_id,
+                    update.collection_name,
+                    update.attempts + 1,
                     detail,
                     exc_info=not isinstance(exc, AppError),
                 )
-                await collections.postpone_rename(rename, detail)
+                await collections.postpone_document_update(update, detail)
             else:
-                await collections.finish_rename(rename)
+                await collections.finish_document_update(update)
         return True
 
     async def _beat(self, item: ClaimedItem, lost: asyncio.Event) -> None:
@@ -328,14 +336,19 @@ class EmbeddingWorker:
             if current is None:
                 raise _Stop("cancelled")
             jobs = JobRepository(conn)
-            name = await jobs.document_name_for_write(document.id)
-            if name is None:
+            # The row is held from here to the commit, so the name, tags and label read next are the ones an
+            # edit of the document either waits for or, committed before, queued an update behind this write.
+            held = await jobs.document_name_for_write(document.id)
+            metadata = None if held is None else await DocumentRepository(conn).get(document.id)
+            if metadata is None:
                 raise InvalidInput("The document was deleted while it was being embedded.", code="document_deleted")
             records = chunk_records(
                 collection_id=collection.id,
                 identity=identity_of(current),
                 document_id=document.id,
-                document_name=name,
+                document_name=metadata.name,
+                tags=metadata.tags,
+                label=metadata.label,
                 document_sha256=document.sha256,
                 result=result,
                 vectors=vectors,
@@ -372,9 +385,12 @@ def chunk_records(
     document_sha256: str,
     result: ChunkResult,
     vectors: Sequence[Vector],
+    tags: Sequence[str] = (),
+    label: str | None = None,
 ) -> list[VectorRecord]:
     """What a document's chunks become in the store: deterministic ids, and the payload every reader
-    relies on — the identity properties, the text payload (``content``, ``document_id``) and our extras."""
+    relies on — the identity properties, the text payload (``content``, ``document_id``) and our extras,
+    among them the document's name, tags and label."""
     parents = {p.index: p for p in result.parents}
     records = []
     for c, vector in zip(result.chunks, vectors, strict=True):
@@ -389,6 +405,8 @@ def chunk_records(
             content=c.text,
             document_id=str(document_id),
             document_name=document_name,
+            tags=list(tags),
+            label=label,
             document_sha256=document_sha256,
             chunk_index=c.index,
             char_start=c.char_start,

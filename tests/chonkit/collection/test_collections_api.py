@@ -167,7 +167,8 @@ async def test_embed_search_and_payload_contract(
     assert [d["document_id"] for d in detail["documents"]] == [doc_id]
 
     search = await chonkit.post(
-        f"/collections/{collection['id']}/search", json={"query": "How many vacation days do I get?", "limit": 3}
+        f"/collections/{collection['id']}/search",
+        json={"query": "How many vacation days do I get?", "limit": 3, "mode": "dense"},
     )
     hits = search.json()["hits"]
     assert hits[0]["document_id"] == doc_id

@@ -71,14 +71,14 @@ async def test_a_rename_waits_out_a_store_that_is_down(
 
     await rename(chonkit, doc_id, "Renamed while Qdrant was down.pdf")
     assert await drain(qdrant_down) == 1
-    pending = await conn.fetchrow("SELECT attempts, error FROM chonkit.pending_renames")
+    pending = await conn.fetchrow("SELECT attempts, error FROM chonkit.pending_document_updates")
     assert pending is not None
     assert pending["attempts"] == 1
     assert "Qdrant is unavailable" in pending["error"]
     assert await cited_names(chonkit, collection["id"]) == {"handbook.pdf"}
 
-    await conn.execute("UPDATE chonkit.pending_renames SET next_attempt_at = now()")  # the wait has passed
+    await conn.execute("UPDATE chonkit.pending_document_updates SET next_attempt_at = now()")  # the wait has passed
     await drain(worker)
 
     assert await cited_names(chonkit, collection["id"]) == {"Renamed while Qdrant was down.pdf"}
-    assert await conn.fetchval("SELECT count(*) FROM chonkit.pending_renames") == 0
+    assert await conn.fetchval("SELECT count(*) FROM chonkit.pending_document_updates") == 0
