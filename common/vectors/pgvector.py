@@ -38,7 +38,6 @@ import asyncpg
 import msgspec
 import numpy as np
 import numpy.typing as npt
-from pgvector import SparseVector
 from pgvector import Vector as PgVector
 
 from common.db.database import Connection, Pool, init_connection
@@ -110,30 +109,44 @@ _log = logging.getLogger(__name__)
 LEXICAL_SCHEMA = "vectors_lexical"
 """Each collection's term statistics, in a table of the collection's name (outside ``vectors``, where every
 table is a collection)."""
+POSTINGS_SCHEMA = "vectors_postings"
+"""Each collection's inverted index, in a table of the collection's name."""
 _COUNT_TERMS = "ragu_count_terms"
 _CLEAR_TERMS = "ragu_clear_terms"
+_LEXICAL_ROW = "id, terms, term_weights, lexical_length"
+_CHANGED = "(o.terms, o.term_weights, o.lexical_length) IS DISTINCT FROM (n.terms, n.term_weights, n.lexical_length)"
 LEXICAL_FUNCTIONS = (
     f"CREATE SCHEMA IF NOT EXISTS {LEXICAL_SCHEMA}",
+    f"CREATE SCHEMA IF NOT EXISTS {POSTINGS_SCHEMA}",
     f"""
 CREATE OR REPLACE FUNCTION {LEXICAL_SCHEMA}.{_COUNT_TERMS}() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE
-    changed text;
+    gone text := 'SELECT {_LEXICAL_ROW} FROM old_rows WHERE terms IS NOT NULL';
+    came text := 'SELECT {_LEXICAL_ROW} FROM new_rows WHERE terms IS NOT NULL';
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        changed := 'SELECT terms, lexical_length, 1 AS sign FROM new_rows WHERE terms IS NOT NULL';
+        gone := 'SELECT {_LEXICAL_ROW} FROM new_rows WHERE false';
     ELSIF TG_OP = 'DELETE' THEN
-        changed := 'SELECT terms, lexical_length, -1 AS sign FROM old_rows WHERE terms IS NOT NULL';
-    ELSE  -- only rows whose terms changed: a payload rewrite (groups, tags, names) costs a join, no counting
-        changed := 'SELECT o.terms AS old_terms, o.lexical_length AS old_length, n.terms, n.lexical_length '
-            'FROM old_rows o JOIN new_rows n USING (id) '
-            'WHERE (o.terms, o.lexical_length) IS DISTINCT FROM (n.terms, n.lexical_length)';
-        changed := 'SELECT old_terms AS terms, old_length AS lexical_length, -1 AS sign FROM (' || changed
-            || ') c WHERE old_terms IS NOT NULL UNION ALL SELECT terms, lexical_length, 1 FROM (' || changed
-            || ') c WHERE terms IS NOT NULL';
+        came := 'SELECT {_LEXICAL_ROW} FROM old_rows WHERE false';
+    ELSE  -- only rows whose lexical columns changed: a payload rewrite (groups, tags, names) costs a join
+        gone := 'SELECT o.* FROM old_rows o JOIN new_rows n USING (id) '
+            'WHERE o.terms IS NOT NULL AND {_CHANGED}';
+        came := 'SELECT n.* FROM old_rows o JOIN new_rows n USING (id) '
+            'WHERE n.terms IS NOT NULL AND {_CHANGED}';
     END IF;
+    EXECUTE format($sql$
+        DELETE FROM {POSTINGS_SCHEMA}.%I p USING (SELECT id, unnest(terms) AS term FROM (%s) g) g
+        WHERE p.term = g.term AND p.id = g.id
+    $sql$, TG_TABLE_NAME, gone);
+    EXECUTE format($sql$
+        INSERT INTO {POSTINGS_SCHEMA}.%I (term, id, weight)
+        SELECT u.term, c.id, u.weight FROM (%s) c, unnest(c.terms, c.term_weights) u(term, weight)
+    $sql$, TG_TABLE_NAME, came);
     -- Row 0 first, then terms ascending: concurrent writers of a collection lock rows in one order.
     EXECUTE format($sql$
-        WITH c AS MATERIALIZED (%s)
+        WITH c AS MATERIALIZED (
+            SELECT terms, lexical_length, -1 AS sign FROM (%s) g UNION ALL SELECT terms, lexical_length, 1 FROM (%s) c
+        )
         INSERT INTO {LEXICAL_SCHEMA}.%I AS s (term, chunks, length)
         SELECT term, sum(chunks), sum(length) FROM (
             SELECT 0 AS term, sum(sign) AS chunks, sum(sign * lexical_length::int8) AS length FROM c
@@ -143,7 +156,7 @@ BEGIN
         GROUP BY term HAVING sum(chunks) <> 0 OR sum(length) <> 0
         ORDER BY term
         ON CONFLICT (term) DO UPDATE SET chunks = s.chunks + EXCLUDED.chunks, length = s.length + EXCLUDED.length
-    $sql$, changed, TG_TABLE_NAME);
+    $sql$, gone, came, TG_TABLE_NAME);
     RETURN NULL;
 END
 $fn$
@@ -152,6 +165,7 @@ $fn$
 CREATE OR REPLACE FUNCTION {LEXICAL_SCHEMA}.{_CLEAR_TERMS}() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
     EXECUTE format('DELETE FROM {LEXICAL_SCHEMA}.%I', TG_TABLE_NAME);
+    EXECUTE format('DELETE FROM {POSTINGS_SCHEMA}.%I', TG_TABLE_NAME);
     RETURN NULL;
 END
 $fn$
@@ -159,29 +173,33 @@ $fn$
 )
 """The functions every collection's lexical triggers call (migration 0012 runs these; a change needs a new
 migration). Row ``term = 0`` of a collection's statistics holds its chunk count and total length; every other
-row a term's document frequency (chunks holding it)."""
+row a term's document frequency (chunks holding it). The postings hold one row per (term, chunk) with the
+chunk's BM25 tf weight for it."""
 
 
 def lexical_index(name: str) -> list[str]:
-    """The statements that give collection ``name`` (a table without them) its lexical index: the columns the adapter
-    writes at upsert, the GIN index that finds candidates, the filter indexes on ``tags`` and ``label``, and the
-    statistics table with the statement-level triggers (transition tables) that keep it exact.
+    """The statements that give collection ``name`` (a table without them) its lexical index: the columns the
+    adapter writes at upsert, the filter indexes on ``tags`` and ``label``, and the statistics and postings tables
+    that statement-level triggers (transition tables) keep exact from those columns, whoever writes them.
 
     - ``terms int4[]``: the chunk's distinct term ids (:mod:`common.vectors.lexical`); ``NULL`` on the identity.
-    - ``lexical sparsevec``: BM25's saturated tf weight of each term (IDF comes at query time).
+    - ``term_weights real[]``: BM25's saturated tf weight of each of them (IDF comes at query time).
     - ``lexical_length int4``: the chunk's length in terms.
+
+    Why postings rather than a ``sparsevec`` per chunk scored against the query's: common query words make most
+    of a collection candidates, and reading those wide rows cost ~30 ms per SciFact query; an index-only scan of
+    the query terms' postings and a sum per chunk costs ~2 ms.
     """
-    table, stats = table_of(name), stats_of(name)
+    table, stats, postings = table_of(name), stats_of(name), postings_of(name)
     statements = [
-        f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS terms int4[], ADD COLUMN IF NOT EXISTS lexical sparsevec, "
+        f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS terms int4[], ADD COLUMN IF NOT EXISTS term_weights real[], "
         "ADD COLUMN IF NOT EXISTS lexical_length int4",
-        # In the row, as the embedding: a keyword query reads both for every candidate; a long payload moves out.
-        f"ALTER TABLE {table} ALTER COLUMN terms SET STORAGE MAIN, ALTER COLUMN lexical SET STORAGE MAIN",
         # Unnamed: PostgreSQL picks names unique in the schema (ours would be cut at 63 bytes and could clash).
-        f"CREATE INDEX ON {table} USING gin (terms)",
         f"CREATE INDEX ON {table} USING gin ((payload->'tags'))",
         f"CREATE INDEX ON {table} ((payload->>'label'))",
         f"CREATE TABLE IF NOT EXISTS {stats} (term int4 PRIMARY KEY, chunks int8 NOT NULL, length int8 NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS {postings} "
+        "(term int4 NOT NULL, id uuid NOT NULL, weight real NOT NULL, PRIMARY KEY (term, id) INCLUDE (weight))",
     ]
     for event, referencing in (
         ("INSERT", "NEW TABLE AS new_rows"),
@@ -200,10 +218,11 @@ def lexical_index(name: str) -> list[str]:
 
 
 class LexicalColumns(NamedTuple):
-    """A batch's values for the lexical columns, in record order."""
+    """A batch's values for the lexical columns, in record order (term ids and weights as ``1,2,3`` text: rows
+    of different lengths cannot travel as one SQL array)."""
 
-    terms: list[list[int]]
-    weights: list[SparseVector]
+    terms: list[str]
+    weights: list[str]
     lengths: list[int]
 
 
@@ -214,11 +233,11 @@ def lexical_columns(contents: Sequence[str], *, chunks: int, length: int) -> Lex
     analysed = [lexical.document_terms(content) for content in contents]
     total_chunks = chunks + len(analysed)
     avgdl = (length + sum(a.length for a in analysed)) / total_chunks if total_chunks else 0.0
-    weights = [
-        SparseVector(dict(zip(a.ids, lexical.bm25_weights(a.tfs, a.length, avgdl), strict=True)), lexical.TERM_SPACE)
-        for a in analysed
-    ]
-    return LexicalColumns([a.ids for a in analysed], weights, [a.length for a in analysed])
+    return LexicalColumns(
+        [",".join(map(str, a.ids)) for a in analysed],
+        [",".join(f"{w:.9g}" for w in lexical.bm25_weights(a.tfs, a.length, avgdl)) for a in analysed],
+        [a.length for a in analysed],
+    )
 
 
 async def open_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> Pool:
@@ -360,16 +379,18 @@ class PgVectorStore:
             else:
                 columns = lexical_columns(contents, chunks=chunks, length=length)
             await conn.execute(
-                f"INSERT INTO {table} (id, embedding, payload, terms, lexical, lexical_length) "
-                "SELECT id, embedding, payload, string_to_array(terms, ',')::int4[], lexical, lexical_length "
-                "FROM unnest($1::uuid[], $2::vector[], $3::jsonb[], $4::text[], $5::sparsevec[], $6::int4[]) "
-                "AS u(id, embedding, payload, terms, lexical, lexical_length) "
+                f"INSERT INTO {table} (id, embedding, payload, terms, term_weights, lexical_length) "
+                "SELECT id, embedding, payload, string_to_array(terms, ',')::int4[], "
+                "string_to_array(term_weights, ',')::real[], lexical_length "
+                "FROM unnest($1::uuid[], $2::vector[], $3::jsonb[], $4::text[], $5::text[], $6::int4[]) "
+                "AS u(id, embedding, payload, terms, term_weights, lexical_length) "
                 "ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding, payload = EXCLUDED.payload, "
-                "terms = EXCLUDED.terms, lexical = EXCLUDED.lexical, lexical_length = EXCLUDED.lexical_length",
+                "terms = EXCLUDED.terms, term_weights = EXCLUDED.term_weights, "
+                "lexical_length = EXCLUDED.lexical_length",
                 list(latest),
                 [as_vector(record.vector) for record in latest.values()],
                 [record.payload for record in latest.values()],
-                [",".join(map(str, ids)) for ids in columns.terms],
+                columns.terms,
                 columns.weights,
                 columns.lengths,
             )
@@ -498,7 +519,7 @@ class PgVectorStore:
         name, depth = search.name, leg_depth(search.limit) if hybrid else search.limit
         query = as_vector(search.vector)
         if terms.ids:
-            sql, filter_args = _lexical_statement(table_of(name), stats_of(name), search.where, with_dense=hybrid)
+            sql, filter_args = _lexical_statement(name, search.where, with_dense=hybrid)
             args = [query, depth, list(search.properties), terms.ids, terms.tfs, *filter_args]
         else:
             sql, filter_args = _search_statement(table_of(name), search.where, with_max_distance=False)
@@ -585,7 +606,7 @@ class PgVectorStore:
         if not is_collection_name(name):
             return
         async with self._connection(name) as conn, conn.transaction():
-            await conn.execute(f"DROP TABLE IF EXISTS {table_of(name)}, {stats_of(name)}")
+            await conn.execute(f"DROP TABLE IF EXISTS {table_of(name)}, {stats_of(name)}, {postings_of(name)}")
             await announce(conn, name)  # no trigger fires on DROP
 
     async def list_identities(self) -> list[Identity]:
@@ -726,20 +747,32 @@ def _projected(payload: str, properties: str) -> str:
     return f"(SELECT jsonb_object_agg(p.key, p.value) FROM jsonb_each({payload}) p WHERE {wanted})"
 
 
-def _lexical_statement(
-    table: str, stats: str, where: SearchFilter | None, *, with_dense: bool
-) -> tuple[str, list[Any]]:
+def _lexical_statement(name: str, where: SearchFilter | None, *, with_dense: bool) -> tuple[str, list[Any]]:
     """The lexical leg (and, ``with_dense``, the dense leg beside it: one round trip for a hybrid search), its
     parameters: the query vector, the depth of each leg, the property names, the query's term ids and their
     repeats, then the returned filter arguments. Rows carry ``leg`` (0 dense, 1 lexical), ``id``, ``distance``
-    and, lexical rows, ``score``; each leg sorted by the caller.
+    and, lexical rows, ``score``; each leg is sorted by the caller.
 
-    The query's IDF weights are computed here from the collection's exact statistics, as a ``sparsevec`` (its text
-    form counts indices from 1, the binary one the chunks travel in from 0: hence ``term + 1``) whose
-    inner product with a chunk's tf weights is the chunk's BM25 score; the GIN index on ``terms`` finds the
-    chunks holding any query term, and only those are scored.
+    Each query term's IDF comes from the collection's exact statistics; an index-only scan of its postings gives
+    every chunk holding it with its tf weight; a chunk's BM25 score is the sum. Without a filter the best
+    ``depth`` are taken before the collection table is read; with one, every scored chunk is checked (a filter
+    may reject the best ones).
     """
+    table, stats, postings = table_of(name), stats_of(name), postings_of(name)
     conditions, args = _conditions(where, 6)
+    if conditions == CHUNKS_ONLY:  # the identity has no postings
+        ranked = f"""
+            SELECT c.id, c.embedding, c.payload, best.score
+            FROM (SELECT id, score FROM scored ORDER BY score DESC, id LIMIT $2) best
+            JOIN {table} c ON c.id = best.id
+        """
+    else:
+        ranked = f"""
+            SELECT id, c.embedding, c.payload, scored.score FROM scored JOIN {table} c USING (id)
+            WHERE {conditions}
+            ORDER BY scored.score DESC, id
+            LIMIT $2
+        """
     dense = f"""
         SELECT 0 AS leg, d.id, d.distance, NULL::float8 AS score, {_projected("d.payload", "$3")} AS payload
         FROM (
@@ -752,23 +785,20 @@ def _lexical_statement(
     """
     sql = f"""
         WITH totals AS (SELECT chunks FROM {stats} WHERE term = 0),
-        query AS (
-            SELECT format('{{%s}}/{lexical.TERM_SPACE}', string_agg(
-                s.term + 1 || ':' || q.tf * ln(1 + (totals.chunks - s.chunks + 0.5) / (s.chunks + 0.5)), ','
-                ORDER BY s.term))::sparsevec AS weights
+        query AS MATERIALIZED (
+            SELECT s.term, q.tf * ln(1 + (totals.chunks - s.chunks + 0.5)::float8 / (s.chunks + 0.5)) AS idf
             FROM unnest($4::int4[], $5::int4[]) q(term, tf)
             JOIN {stats} s ON s.term = q.term AND s.chunks > 0
             CROSS JOIN totals
+        ),
+        scored AS (
+            SELECT p.id, sum(p.weight * query.idf) AS score
+            FROM {postings} p JOIN query ON p.term = query.term
+            GROUP BY p.id
         )
         {dense if with_dense else ""}
-        SELECT 1 AS leg, l.id, l.distance, l.score, {_projected("l.payload", "$3")} AS payload
-        FROM (
-            SELECT id, payload, embedding <=> $1 AS distance, -(lexical <#> query.weights) AS score
-            FROM {table}, query
-            WHERE terms && $4::int4[] AND {conditions}
-            ORDER BY lexical <#> query.weights, id
-            LIMIT $2
-        ) l
+        SELECT 1 AS leg, l.id, l.embedding <=> $1 AS distance, l.score, {_projected("l.payload", "$3")} AS payload
+        FROM ({ranked}) l
     """
     return sql, args
 
@@ -826,3 +856,8 @@ def table_of(name: str) -> str:
 def stats_of(name: str) -> str:
     """The quoted table of a collection's term statistics (:func:`lexical_index`)."""
     return f'{LEXICAL_SCHEMA}."{checked_name(name)}"'
+
+
+def postings_of(name: str) -> str:
+    """The quoted table of a collection's inverted index (:func:`lexical_index`)."""
+    return f'{POSTINGS_SCHEMA}."{checked_name(name)}"'

@@ -1,14 +1,15 @@
 """Every pgvector collection gets its lexical index, for lexical and hybrid retrieval (#16).
 
-Each collection table of the ``vectors`` schema gains ``terms int4[]`` (GIN-indexed: the candidates of a keyword
-query), ``lexical sparsevec`` (BM25's tf weights) and ``lexical_length int4``, filter indexes on the payload's
-``tags`` and ``label``, and a statistics table of the same name in ``vectors_lexical`` that statement-level
-triggers keep exact (document frequencies, chunk count, total length). The SQL is
+Each collection table of the ``vectors`` schema gains ``terms int4[]``, ``term_weights real[]`` (BM25's tf
+weights) and ``lexical_length int4``, filter indexes on the payload's ``tags`` and ``label``, and two tables of
+the same name that statement-level triggers keep exact from those columns: the term statistics in
+``vectors_lexical`` (document frequencies, chunk count, total length) and the postings in ``vectors_postings``
+(term, chunk, weight: the inverted index a keyword query scans). The SQL is
 ``common.vectors.pgvector``'s, which collections created later get too. Existing chunks are analysed here, in
 Python, with the same analyser the adapter uses at upsert (:mod:`common.vectors.lexical`), against the
 collection's exact mean length.
 
-Downgrade drops the statistics schema (its triggers go with its functions), the filter indexes and the columns.
+Downgrade drops both schemas (the triggers go with their functions), the filter indexes and the columns.
 
 Revision ID: 0012
 Revises: 0011
@@ -27,6 +28,7 @@ from alembic import op
 from common.vectors.pgvector import (
     LEXICAL_FUNCTIONS,
     LEXICAL_SCHEMA,
+    POSTINGS_SCHEMA,
     SCHEMA,
     lexical_columns,
     lexical_index,
@@ -67,10 +69,10 @@ def _fill(bind: sa.Connection, name: str) -> None:
     ).all()
     columns = lexical_columns([row.content for row in rows], chunks=0, length=0)
     update = sa.text(
-        f"UPDATE {table} t SET terms = string_to_array(u.terms, ',')::int4[], lexical = u.lexical::sparsevec, "
-        "lexical_length = u.length "
+        f"UPDATE {table} t SET terms = string_to_array(u.terms, ',')::int4[], "
+        "term_weights = string_to_array(u.weights, ',')::real[], lexical_length = u.length "
         "FROM unnest(CAST(:ids AS uuid[]), CAST(:terms AS text[]), CAST(:weights AS text[]), CAST(:lengths AS int4[])) "
-        "AS u(id, terms, lexical, length) WHERE t.id = u.id"
+        "AS u(id, terms, weights, length) WHERE t.id = u.id"
     )
     for start in range(0, len(rows), FILL_BATCH):
         end = start + FILL_BATCH
@@ -78,8 +80,8 @@ def _fill(bind: sa.Connection, name: str) -> None:
             update,
             {
                 "ids": [row.id for row in rows[start:end]],
-                "terms": [",".join(map(str, ids)) for ids in columns.terms[start:end]],
-                "weights": [weights.to_text() for weights in columns.weights[start:end]],
+                "terms": columns.terms[start:end],
+                "weights": columns.weights[start:end],
                 "lengths": columns.lengths[start:end],
             },
         )
@@ -97,6 +99,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     bind = op.get_bind()
+    op.execute(f"DROP SCHEMA IF EXISTS {POSTINGS_SCHEMA} CASCADE")
     op.execute(f"DROP SCHEMA IF EXISTS {LEXICAL_SCHEMA} CASCADE")  # statistics, functions and the triggers on them
     for name in _collections(bind, with_terms=True):
         table = table_of(name)
@@ -111,6 +114,6 @@ def downgrade() -> None:
         for row in filter_indexes:
             op.execute(f"DROP INDEX {row.index}")
         op.execute(
-            f"ALTER TABLE {table} DROP COLUMN IF EXISTS terms, DROP COLUMN IF EXISTS lexical, "
+            f"ALTER TABLE {table} DROP COLUMN IF EXISTS terms, DROP COLUMN IF EXISTS term_weights, "
             "DROP COLUMN IF EXISTS lexical_length"
         )

@@ -72,7 +72,10 @@ async def shape(url: str) -> dict[str, Any]:
             "SELECT indexdef FROM pg_indexes WHERE schemaname = 'vectors' AND tablename = $1", NAME
         )
         triggers = await conn.fetch("SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass ORDER BY 1", TABLE)
-        stats = await conn.fetchval("SELECT to_regclass('vectors_lexical.\"Before_lexical\"') IS NOT NULL")
+        stats = await conn.fetchval(
+            "SELECT (to_regclass('vectors_lexical.\"Before_lexical\"') IS NOT NULL)::int "
+            "+ (to_regclass('vectors_postings.\"Before_lexical\"') IS NOT NULL)::int"
+        )
         chunks = await conn.fetch(f"SELECT id, payload FROM {TABLE} ORDER BY id")
     finally:
         await conn.close()
@@ -132,13 +135,12 @@ def test_upgrade_indexes_existing_chunks_and_downgrade_removes_the_index(postgre
     upgraded = asyncio.run(shape(url))
     found, after, stats = asyncio.run(search_and_write(url))
 
-    assert upgraded["columns"] == ["id", "embedding", "payload", "terms", "lexical", "lexical_length"]
+    assert upgraded["columns"] == ["id", "embedding", "payload", "terms", "term_weights", "lexical_length"]
     assert set(upgraded["indexes"]) - set(before["indexes"]) == {
-        "gin (terms)",
         "gin (((payload -> 'tags'::text)))",
         "btree (((payload ->> 'label'::text)))",
     }
-    assert upgraded["stats"]
+    assert upgraded["stats"] == 2  # the statistics and the postings
     assert upgraded["chunks"] == before["chunks"]  # payloads untouched
     expected = bm25(CONTENTS, "yeast protein")
     assert [n for n, _ in found] == sorted(expected, key=lambda n: -expected[n]) == [1, 2]
@@ -153,7 +155,7 @@ def test_upgrade_indexes_existing_chunks_and_downgrade_removes_the_index(postgre
     assert downgraded["columns"] == ["id", "embedding", "payload"]
     assert downgraded["indexes"] == before["indexes"]
     assert downgraded["triggers"] == before["triggers"] == ["ragu_collection_changed"]
-    assert not downgraded["stats"]
+    assert downgraded["stats"] == 0
     assert [id_ for id_, _ in downgraded["chunks"]] == [uuid.UUID(int=n) for n in range(5)]
 
     migrations.upgrade(url, "0012")  # and back: the chunk written in between is indexed too

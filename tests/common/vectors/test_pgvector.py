@@ -95,8 +95,8 @@ async def test_a_collection_is_a_table_with_hnsw_filter_and_lexical_indexes(stor
         ("id", "uuid", True, b"p"),
         ("embedding", f"vector({DIM})", True, b"p"),  # plain: TOAST moves a long payload, never the vector
         ("payload", "jsonb", True, b"x"),
-        ("terms", "integer[]", False, b"m"),  # the lexical index (the identity has none), in the row too
-        ("lexical", "sparsevec", False, b"m"),
+        ("terms", "integer[]", False, b"x"),  # the lexical columns (the identity has none)
+        ("term_weights", "real[]", False, b"x"),
         ("lexical_length", "integer", False, b"p"),
     ]
     assert indexes == {
@@ -104,7 +104,6 @@ async def test_a_collection_is_a_table_with_hnsw_filter_and_lexical_indexes(stor
         "hnsw (embedding vector_cosine_ops)",
         "btree (((payload ->> 'document_id'::text)))",
         "gin (((payload -> 'groups'::text)))",
-        "gin (terms)",
         "gin (((payload -> 'tags'::text)))",
         "btree (((payload ->> 'label'::text)))",
     }

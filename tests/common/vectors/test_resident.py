@@ -47,10 +47,11 @@ async def writer(writer_pool: Pool) -> AsyncIterator[PgVectorStore]:
     store = PgVectorStore(writer_pool)
     yield store
     async with writer_pool.acquire() as conn:
-        for row in await conn.fetch(
+        rows = await conn.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'vectors' AND tablename LIKE 'Res_%'"
-        ):
-            await conn.execute(f'DROP TABLE vectors."{row["tablename"]}", vectors_lexical."{row["tablename"]}"')
+        )
+    for row in rows:
+        await store.drop_collection(row["tablename"])  # with its term statistics and postings
 
 
 @pytest.fixture
