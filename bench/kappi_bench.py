@@ -29,6 +29,10 @@ request hits the query-vector cache; (a') the same, each connection pausing betw
 offer ~350 RPS, the gateway's published load, and again ~1,000 RPS, the target's; (a'') the peer: (a) against
 a second server started with ``RAGU_RESIDENT_MAX_CHUNKS=0``, so every search runs in PostgreSQL instead of on
 kappi's in-memory copies (``common.vectors.resident``) — the same data in the same run, reported as a ratio;
+(a-hybrid) the same as (a) against a second agent over the same collections, every assignment ``hybrid``
+(dense weight 0.5): the lexical leg and the fusion beside the dense search, reported beside (a) as CPU per
+request, RPS and latency, with PostgreSQL's share (kappi's in-memory copies answer dense searches only, so each
+hybrid search is one PostgreSQL statement: both legs and the fusion);
 (b) *in-process embedding*: every request a different question (SciFact claims and "What is known about
 <title>?", 5,000 distinct, none seen before, more than the cache's 2,048), so every request embeds. Each
 runs after a warm-up run; (b) warms up on questions of its own. The floors: ``GET /health`` at c=16 on
@@ -573,13 +577,19 @@ def _scenarios(
     admin, user, board = _tokens(folder)
     with httpx.Client(base_url=kappi.base_url, timeout=120) as client:
         agent_id = _create_agent(client, admin)
+        hybrid_id = _create_agent(client, admin, mode="hybrid")
         checks = {
             "user": _check_answers(client, agent_id, user, questions.cached, allowed=set(READABLE)),
             "board_member": _check_answers(
                 client, agent_id, board, questions.cached, allowed={*FORBIDDEN, *(set(READABLE) - _grouped())}
             ),
+            "user_hybrid": _check_answers(client, hybrid_id, user, questions.cached, allowed=set(READABLE)),
+            "board_member_hybrid": _check_answers(
+                client, hybrid_id, board, questions.cached, allowed={*FORBIDDEN, *(set(READABLE) - _grouped())}
+            ),
         }
     target = Target(f"{kappi.base_url}/agents/{agent_id}/query", user, sizes.sample_every, folder, use_wrk)
+    hybrid_target = Target(f"{kappi.base_url}/agents/{hybrid_id}/query", user, sizes.sample_every, folder, use_wrk)
 
     def measured(bodies: Path, seconds: int, *, count_scans: bool = True, pause_ms: int = 0) -> dict[str, Any]:
         before = _scan_counts(database_url) if count_scans else {}
@@ -600,6 +610,10 @@ def _scenarios(
     cached = target.bodies("cached", questions.cached)
     target.load(cached, sizes.warmup)
     supplied = measured(cached, sizes.duration)
+    hybrid_target.load(cached, sizes.warmup)
+    before = _scan_counts(database_url)
+    hybrid = _measured_load(hybrid_target, cached, sizes.duration, server=kappi.pid, postmaster=postmaster, pause_ms=0)
+    hybrid["postgres_scans_per_request"] = _per_request(before, _scan_counts(database_url), hybrid["requests"])
     floor = _http_floor(kappi, sizes.duration) if use_wrk else None
     # The gateway's figure is a latency at 350 RPS; the target is 1,000 RPS: the latency at each offered rate.
     paced = paced_to(GATEWAY_RPS)
@@ -616,6 +630,7 @@ def _scenarios(
     embedding["repeated_questions"] = max(0, embedding["requests"] - len(questions.distinct))
     return _result(
         supplied=supplied,
+        hybrid=hybrid,
         floor=floor,
         paced=paced,
         paced_target=paced_target,
@@ -696,15 +711,17 @@ def _grouped() -> set[str]:
     return {name for name, groups in COLLECTIONS if groups}
 
 
-def _create_agent(client: Any, admin_token: str) -> str:
-    """Through kappi's admin API: an extractive agent with every collection assigned (top 5 each)."""
+def _create_agent(client: Any, admin_token: str, *, mode: str = "dense") -> str:
+    """Through kappi's admin API: an extractive agent with every collection assigned (top 5 each, searched in
+    ``mode``; new assignments default to hybrid, so dense is asked for by name)."""
     headers = {"Authorization": f"Bearer {admin_token}"}
-    agent = client.post("/admin/agents", json={"name": "SciFact helper"}, headers=headers)
+    body = {"name": f"SciFact helper ({mode})", "llm_provider": "extractive", "llm_model": "extractive"}
+    agent = client.post("/admin/agents", json=body, headers=headers)
     agent.raise_for_status()
     agent_id: str = agent.json()["id"]
     assign = {
         "add": [
-            {"vector_provider": "pgvector", "name": name, "instruction": f"SciFact abstracts ({name})"}
+            {"vector_provider": "pgvector", "name": name, "instruction": f"SciFact abstracts ({name})", "mode": mode}
             for name, _ in COLLECTIONS
         ]
     }
@@ -959,6 +976,7 @@ def _package(frame: str) -> str:
 def _result(
     *,
     supplied: dict[str, Any],
+    hybrid: dict[str, Any],
     floor: dict[str, Any] | None,
     paced: dict[str, Any],
     paced_target: dict[str, Any],
@@ -973,7 +991,7 @@ def _result(
     from importlib.metadata import version
 
     ratio = round(embedding["rps"] / embedder["qps"], 3)
-    runs = (supplied, paced, paced_target, embedding)
+    runs = (supplied, hybrid, paced, paced_target, embedding)
     errors = sum(run["errors"]["non_2xx"] + run["errors"]["socket"] for run in runs)
     outside = sum(run["checked"]["citations_outside_readable"] for run in runs) + sum(
         check["citations_outside_allowed"] for check in checks.values()
@@ -993,6 +1011,19 @@ def _result(
                    ours=paced_target["rps"], peer=None, value=paced_target["rps"], target=TARGET_RPS),
         SummaryRow(metric="in-process embedding: requests/s vs the embedder's single-query rate",
                    ours=embedding["rps"], peer=embedder["qps"], value=ratio, target=TARGET_EMBED_RATIO),
+        SummaryRow(metric="hybrid (supplied vectors): kappi CPU ms per request, vs dense",
+                   ours=hybrid["cpu"]["kappi_ms_per_request"], peer=supplied["cpu"]["kappi_ms_per_request"],
+                   value=_ratio(hybrid["cpu"]["kappi_ms_per_request"], supplied["cpu"]["kappi_ms_per_request"]),
+                   target=None, higher_is_better=False),
+        SummaryRow(metric="hybrid (supplied vectors): PostgreSQL CPU ms per request, vs dense",
+                   ours=hybrid["cpu"]["postgres_ms_per_request"], peer=supplied["cpu"]["postgres_ms_per_request"],
+                   value=hybrid["cpu"]["postgres_ms_per_request"], target=None, higher_is_better=False),
+        SummaryRow(metric="hybrid (supplied vectors): requests/s at c=16, vs dense", ours=hybrid["rps"],
+                   peer=supplied["rps"], value=_ratio(hybrid["rps"], supplied["rps"]), target=None),
+        SummaryRow(metric="hybrid (supplied vectors): p50 latency, ms, vs dense", ours=hybrid["latency_ms"]["p50"],
+                   peer=supplied["latency_ms"]["p50"],
+                   value=_ratio(hybrid["latency_ms"]["p50"], supplied["latency_ms"]["p50"]), target=None,
+                   higher_is_better=False),
         SummaryRow(metric="non-2xx responses and socket errors", value=errors, target=0, higher_is_better=False),
         SummaryRow(metric="citations outside the user's readable collections", value=outside, target=0,
                    higher_is_better=False),
@@ -1032,6 +1063,10 @@ def _result(
             "questions": sizes.cached_questions,
             "note": "closed loop at c=16: mean latency = 16 / RPS (Little's law), so p99 <= 10 ms needs >= 1,600 RPS",
         },
+        "supplied_vectors_hybrid": {
+            **hybrid,
+            "note": "(a) against the agent whose assignments are all hybrid (dense weight 0.5); same questions",
+        },
         "supplied_vectors_paced": paced,
         "supplied_vectors_paced_target": paced_target,
         "inprocess_embedding": embedding,
@@ -1065,6 +1100,10 @@ def _result(
             **{p: version(p) for p in ("litestar", "asyncpg", "onnxruntime")},
         },
     }
+
+
+def _ratio(ours: float, peer: float) -> float:
+    return round(ours / peer, 3) if peer else float("nan")
 
 
 def _floors(floor: dict[str, Any] | None, profiled: dict[str, Any] | None, embedder: dict[str, Any]) -> dict[str, Any]:
