@@ -87,7 +87,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     local_llm_sha256: str | None = None
     """The SHA-256 a ``local_llm_model`` path must have; a file that differs is refused (known models are pinned)."""
     local_llm_threads: int = 0
-    """CPU threads llama.cpp uses; 0: every core this process may use (the fastest measured)."""
+    """CPU threads llama.cpp uses; 0: one less than the cores this process may use (at least 1), which stays fast
+    while the services also work (see docs/local-llm.md)."""
     local_llm_slots: int = 2
     """Answers the local model generates at once (llama.cpp's parallel slots, batched together)."""
     local_llm_queue: int = 4

@@ -45,8 +45,12 @@ PROMPT_CACHE_MIB = 256
 """RAM llama.cpp may keep for prompts it has seen (its default, 8 GiB, is more than a small machine has)."""
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def default_threads() -> int:
+    """One less than the cores this process may use, at least one. llama.cpp's threads meet at a barrier after
+    every step, so one that loses its core (to the services, or an embedding job) stalls the others: with as many
+    threads as cores on a busy machine generation collapsed (measured, docs/local-llm.md)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 def _free_port() -> int:
@@ -60,7 +64,7 @@ class LocalLlmServer:
     """One llama.cpp server process serving ``model``; implements kappi's :class:`~kappi.llm.registry.LocalLlm`.
 
     Args:
-        threads: llama.cpp's CPU threads (prompt and generation); 0: every usable core.
+        threads: llama.cpp's CPU threads (prompt and generation); 0: :func:`default_threads`.
         slots: answers decoded at once.
         queue: answers that may wait for a slot (kappi refuses more with ``llm_busy``).
         context: tokens per slot (prompt and answer).
@@ -71,7 +75,7 @@ class LocalLlmServer:
         self, model: LocalModel, *, threads: int, slots: int, queue: int, context: int, log_path: Path
     ) -> None:
         self.local_model = model
-        self.threads = threads or usable_cores()
+        self.threads = threads or default_threads()
         self.slots = max(1, slots)
         self.queue = max(0, queue)
         self.context = context
@@ -128,10 +132,12 @@ class LocalLlmServer:
     def _watch(self, process: subprocess.Popen[str]) -> None:
         """Mark it ready when it says so; report when it exits on its own."""
         stdout: IO[str] | None = process.stdout
-        for line in stdout or ():
-            if line.strip() == READY:
-                self._ready.set()
-                logger.info("local LLM %s ready on %s", self.model, self.server_url)
+        if stdout is not None:
+            with stdout:
+                for line in stdout:
+                    if line.strip() == READY:
+                        self._ready.set()
+                        logger.info("local LLM %s ready on %s", self.model, self.server_url)
         code = process.wait()
         if not self._stopping:
             logger.error(
