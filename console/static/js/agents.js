@@ -1,4 +1,5 @@
-// Admin: agents (create, edit, activate, versions), their collections (top_k, max_distance, instruction), and access.
+// Admin: agents (create, edit, activate, versions), their collections (top_k, max_distance, instruction, retrieval
+// mode and weight, tag/label filters), and access.
 import * as api from "./api.js";
 import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, notice, errorLine } from "./ui.js";
 
@@ -150,6 +151,7 @@ function assignForm(base, id, collections, reload) {
   const submit = h("button", { type: "submit" }, "Assign collection");
   const select = h("select", { name: "collection", required: true },
     collections.map((c) => h("option", { value: `${c.vector_provider}|${c.name}` }, `${c.name} (${c.vector_provider})`)));
+  const mode = h("select", { name: "mode" }, Object.entries(MODES).map(([value, label]) => h("option", { value }, label)));
   const form = h("form", { class: "card stack", "aria-labelledby": "assign-title" },
     h("h2", { id: "assign-title" }, "Assign a collection"),
     collections.length ? h("label", {}, "Collection", select) : empty("No collections exist yet."),
@@ -157,6 +159,13 @@ function assignForm(base, id, collections, reload) {
       field("Top k", { name: "top_k", type: "number", min: 1, max: 50, value: 5 }),
       field("Max distance (optional)", { name: "max_distance", type: "number", step: "0.01", min: 0 })),
     field("Instruction (what this collection is for)", { name: "instruction" }),
+    h("div", { class: "row" },
+      h("label", {}, "Retrieval mode", mode),
+      field("Dense weight (hybrid: 1 = by meaning only, 0 = by words only)",
+        { name: "dense_weight", type: "number", step: "0.05", min: 0, max: 1, value: 0.5 })),
+    h("div", { class: "row" },
+      field("Only documents tagged (comma-separated; empty = all)", { name: "tags", placeholder: "policy" }),
+      field("Only documents labelled (comma-separated; empty = all)", { name: "labels" })),
     h("div", { class: "row" }, submit), message, results);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -165,6 +174,11 @@ function assignForm(base, id, collections, reload) {
       const [vectorProvider, name] = select.value.split("|");
       const spec = { vector_provider: vectorProvider, name, top_k: Number(form.top_k.value) || 5, instruction: form.instruction.value };
       if (form.max_distance.value !== "") spec.max_distance = Number(form.max_distance.value);
+      spec.mode = mode.value;
+      if (form.dense_weight.value !== "") spec.dense_weight = Number(form.dense_weight.value);
+      const tags = groupsFrom(form.tags.value), labels = groupsFrom(form.labels.value);
+      spec.tags = tags.length ? tags : null;
+      spec.labels = labels.length ? labels : null;
       try {
         const report = await api.put(`${base}/admin/agents/${id}/collections`, { add: [spec] });
         replace(results, report.results.map((r) => h("li", {}, `${r.action} ${r.name}`,
@@ -179,10 +193,19 @@ function assignForm(base, id, collections, reload) {
   return form;
 }
 
+const MODES = { hybrid: "hybrid (meaning and words)", dense: "dense (meaning)", lexical: "lexical (words, BM25)" };
+
+/** How an assignment is searched, in a table cell: its mode (with the hybrid weight) and its filters. */
+function retrievalOf(c) {
+  const mode = c.mode === "hybrid" ? `hybrid, dense weight ${c.dense_weight}` : c.mode;
+  const filters = [c.tags && `tags: ${c.tags.join(", ")}`, c.labels && `labels: ${c.labels.join(", ")}`].filter(Boolean);
+  return [mode, filters.length ? h("div", { class: "muted" }, filters.join("; ")) : null].filter(Boolean);
+}
+
 function renderAssignments(base, agent, panel, reload) {
   replace(panel, h("h2", { id: "assigned" }, "Collections this agent searches"),
     agent.collections.length ? h("table", {},
-      h("thead", {}, h("tr", {}, ["Collection", "Top k", "Max distance", "Instruction", ""].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["Collection", "Top k", "Max distance", "Search", "Instruction", ""].map((t) => h("th", {}, t)))),
       h("tbody", {}, agent.collections.map((c) => {
         const remove = h("button", { type: "button", class: "danger", "aria-label": `Remove ${c.name}` }, "Remove");
         remove.addEventListener("click", () => busy(remove, async () => {
@@ -192,7 +215,8 @@ function renderAssignments(base, agent, panel, reload) {
           } catch (error) { notice(error); }
         }));
         return h("tr", {}, h("td", {}, `${c.name} (${c.vector_provider})`), h("td", {}, c.top_k),
-          h("td", {}, c.max_distance ?? "–"), h("td", {}, c.instruction || ""), h("td", {}, remove));
+          h("td", {}, c.max_distance ?? "–"), h("td", {}, ...retrievalOf(c)), h("td", {}, c.instruction || ""),
+          h("td", {}, remove));
       })))
       : empty("No collections assigned: the agent will answer without sources."));
 }
