@@ -25,7 +25,7 @@ from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
 from kappi.llm.prompt import system_prompt_with_context
 from kappi.llm.registry import LlmRegistry
-from kappi.retrieval.service import Retrieval, Retriever
+from kappi.retrieval.service import Retrieval, Retriever, rerank_choice
 
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,7 +64,9 @@ class Answerer:
     async def pipeline(self, prepared: Prepared) -> AsyncGenerator[Step, None]:
         """The one answer pipeline both forms consume. ``aclosing``: a client that goes away stops the
         upstream LLM call now, not at garbage collection."""
-        retrieval = await self.retriever.retrieve(prepared.agent.collections, prepared.groups, prepared.text)
+        retrieval = await self.retriever.retrieve(
+            prepared.agent.collections, prepared.groups, prepared.text, rerank=rerank_choice(prepared.config)
+        )
         yield retrieval
         provider = self.llms.get(prepared.config.llm_provider)
         request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
@@ -239,6 +241,8 @@ def citations_of(retrieval: Retrieval) -> list[Citation]:
             page_end=c.page_end,
             text=c.text,
             score=round(c.score, 6),
+            legs=c.legs,
+            rerank_score=c.rerank_score,
         )
         for n, c in enumerate(retrieval.chunks, start=1)
     ]
