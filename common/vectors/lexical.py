@@ -13,14 +13,14 @@ a 100k-stem vocabulary.
 BM25 (Lucene's variant, as bm25s scores by default): a term ``t`` of a query scores a chunk ``d``
 ``idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))`` with ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))``.
 Engines store the saturated tf part (:func:`bm25_weights`) per chunk at write time and apply the IDF at query
-time from exact document frequencies, so a score is an inner product of two sparse vectors.
+time from exact document frequencies: a score is the inner product of the query's IDF-weighted terms and the
+chunk's tf weights (pgvector sums postings; Qdrant's sparse vectors with its IDF modifier).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import re
 import threading
 from collections import Counter
@@ -80,15 +80,10 @@ def term_id(stem: str) -> int:
     return digest % (TERM_SPACE - 1) + 1
 
 
-def term_ids(text: str) -> list[int]:
-    """A query's distinct term ids, ascending; ``[]`` when ``text`` has no indexable word (then the lexical leg
-    finds nothing)."""
-    return sorted({term_id(stem) for stem in analyse(text)})
-
-
 def query_terms(text: str) -> DocumentTerms:
     """A query's terms as :func:`document_terms` gives a chunk's: a term said twice weighs twice (``tfs`` holds
-    the repeats), as in bm25s, so a query term ``t`` contributes ``tfs[t] * idf(t) * weight(t, d)``."""
+    the repeats), as in bm25s, so a query term ``t`` contributes ``tfs[t] * idf(t) * weight(t, d)``. No ids at
+    all (only stop words or punctuation): the lexical leg finds nothing."""
     return document_terms(text)
 
 
@@ -108,8 +103,3 @@ def bm25_weights(tfs: Sequence[int], length: int, avgdl: float) -> list[float]:
     chunk length is ``avgdl`` (no chunks yet: the chunk's own length)."""
     norm = K1 * (1.0 - B + B * length / avgdl) if avgdl > 0 else K1
     return [tf / (tf + norm) for tf in tfs]
-
-
-def idf(df: int, chunks: int) -> float:
-    """BM25's IDF of a term found in ``df`` of ``chunks`` chunks (Lucene's, never negative)."""
-    return math.log(1.0 + (chunks - df + 0.5) / (df + 0.5))
