@@ -31,8 +31,10 @@ class AgentAdminController(Controller):
     async def create(
         self, agents: NamedDependency[AgentService], principal: NamedDependency[Principal], data: JSONBody[AgentCreate]
     ) -> Agent:
-        """An LLM (``extractive`` works offline with no key), instructions and optional groups (who may use
-        it: any one group suffices; none = everyone). Assign collections with ``PUT .../collections``."""
+        """An LLM (unsent: this server's default — the embedded model when one runs, else ``extractive``, which
+        works offline with no key), instructions, an optional reranker (``cohere`` when configured) and optional
+        groups (who may use it: any one group suffices; none = everyone). Assign collections with
+        ``PUT .../collections``."""
         return await agents.create(data, principal)
 
     @get("/", summary="List agents")
@@ -77,7 +79,9 @@ class AgentAdminController(Controller):
         self, agents: NamedDependency[AgentService], agent_id: FromPath[UUID], data: JSONBody[AssignmentChanges]
     ) -> AssignmentReport:
         """Collections are named by ``vector_provider`` + ``name`` and learned from their identity record;
-        a missing or invalid identity fails that item only (per-item results)."""
+        a missing or invalid identity fails that item only (per-item results). Each says how it is searched:
+        ``mode`` (``hybrid`` for a new assignment), ``dense_weight`` and ``tags``/``labels`` filters; an update
+        that leaves those out keeps the assignment's own."""
         return await agents.assign(agent_id, data)
 
     @post("/{agent_id:uuid}/access", status_code=HTTP_200_OK, summary="Explain access")
