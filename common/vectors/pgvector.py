@@ -505,39 +505,18 @@ class PgVectorStore:
         return [_hit(row) for row in rows[:limit]]
 
     async def _search_lexical(self, search: Search) -> list[SearchHit]:
-        """A lexical or hybrid search: both legs in one statement (:func:`_lexical_statement`), fused here.
+        """A lexical or hybrid search: both legs in one statement (:func:`_lexical_plan`), fused here.
 
         The dense leg takes HNSW's candidates under the session's ``ef_search`` (the iterative scan fills the
-        leg's depth), so a hybrid search costs one round trip and about one dense search of PostgreSQL's time.
+        leg's depth), so a hybrid search costs one round trip.
         """
-        if _finds_nothing(search.limit, search.where):
-            return []
-        terms = lexical.query_terms(search.text)
-        hybrid = search.mode == "hybrid"
-        if not terms.ids and not hybrid:
-            return []  # nothing to look for: only stop words or punctuation
-        name, depth = search.name, leg_depth(search.limit) if hybrid else search.limit
-        query = as_vector(search.vector)
-        if terms.ids:
-            sql, filter_args = _lexical_statement(name, search.where, with_dense=hybrid)
-            args = [query, depth, list(search.properties), terms.ids, terms.tfs, *filter_args]
-        else:
-            sql, filter_args = _search_statement(table_of(name), search.where, with_max_distance=False)
-            args = [query, depth, list(search.properties), *filter_args]
-        async with self._connection(name) as conn:
+        planned = _lexical_plan(search)
+        if isinstance(planned, list):
+            return planned
+        sql, args = planned
+        async with self._connection(search.name) as conn:
             rows = await self._fetch(conn, sql, args, ef_search=DEFAULT_EF_SEARCH)
-        dense = sorted((r for r in rows if r.get("leg", 0) == 0), key=lambda r: (r["distance"], r["id"]))
-        found = sorted((r for r in rows if r.get("leg", 0) == 1), key=lambda r: (-r["score"], r["id"]))
-        lexical_hits = [_hit(row, score=row["score"]) for row in found]
-        if not hybrid:
-            return lexical_only(lexical_hits, limit=search.limit, max_distance=search.max_distance)
-        return fuse(
-            [_hit(row) for row in dense],
-            lexical_hits,
-            dense_weight=search.dense_weight,
-            limit=search.limit,
-            max_distance=search.max_distance,
-        )
+        return _lexical_answer(search, rows)
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         """The searches that fit the session's ``ef_search`` as one ``UNION ALL`` statement: one round trip
@@ -563,10 +542,46 @@ class PgVectorStore:
                 raise  # the store itself is down: one by one would only fail slower
             except AppError:
                 pass  # one search's own failure (a dropped collection) sinks the statement; they go one by one
+        await self._lexical_union(searches, results)
         alone = [(n, search) for n, search in enumerate(searches) if results[n] is None]
         for (n, _), result in zip(alone, await search_each(self, [s for _, s in alone]), strict=True):
             results[n] = result
         return [r if r is not None else [] for r in results]
+
+    async def _lexical_union(self, searches: Sequence[Search], results: list[SearchResult | None]) -> None:
+        """Lexical and hybrid searches of a fan-out as one ``UNION ALL`` statement, as dense ones are: one round
+        trip for an agent's collections. Answers ``results`` in place; what fails is left to one by one."""
+        parts: list[str] = []
+        args: list[Any] = []
+        batch: list[tuple[int, Search]] = []
+        for n, search in enumerate(searches):
+            if search.mode == "dense" or results[n] is not None or not is_collection_name(search.name):
+                continue
+            try:
+                check_retrieval(search.mode, search.dense_weight)
+                planned = _lexical_plan(search, first=len(args) + 1)
+            except AppError:
+                continue  # answered one by one, with its own error
+            if isinstance(planned, list):
+                results[n] = planned
+                continue
+            parts.append(f"SELECT {len(batch)} AS part, q.* FROM ({planned[0]}) q")
+            args += planned[1]
+            batch.append((n, search))
+        if len(batch) < 2:
+            return
+        try:
+            async with self._connection(None) as conn:
+                rows = await self._fetch(conn, " UNION ALL ".join(parts), args, ef_search=DEFAULT_EF_SEARCH)
+        except Unavailable:
+            raise
+        except AppError:
+            return
+        grouped: list[list[asyncpg.Record]] = [[] for _ in batch]
+        for row in rows:
+            grouped[row["part"]].append(row)
+        for (n, search), found in zip(batch, grouped, strict=True):
+            results[n] = _lexical_answer(search, found)
 
     async def _union(self, batch: Sequence[tuple[int, Search]]) -> list[list[asyncpg.Record]]:
         parts: list[str] = []
@@ -747,11 +762,48 @@ def _projected(payload: str, properties: str) -> str:
     return f"(SELECT jsonb_object_agg(p.key, p.value) FROM jsonb_each({payload}) p WHERE {wanted})"
 
 
-def _lexical_statement(name: str, where: SearchFilter | None, *, with_dense: bool) -> tuple[str, list[Any]]:
+def _lexical_plan(search: Search, *, first: int = 1) -> tuple[str, list[Any]] | list[SearchHit]:
+    """A lexical or hybrid search's statement and arguments (numbered from ``first``), or its answer when no
+    statement is needed (``[]``: nothing can match)."""
+    if _finds_nothing(search.limit, search.where):
+        return []
+    terms = lexical.query_terms(search.text)
+    hybrid = search.mode == "hybrid"
+    if not terms.ids and not hybrid:
+        return []  # nothing to look for: only stop words or punctuation
+    depth = leg_depth(search.limit) if hybrid else search.limit
+    query, properties = as_vector(search.vector), list(search.properties)
+    if terms.ids:
+        sql, filter_args = _lexical_statement(search.name, search.where, with_dense=hybrid, first=first)
+        return sql, [query, depth, properties, terms.ids, terms.tfs, *filter_args]
+    sql, filter_args = _search_statement(table_of(search.name), search.where, with_max_distance=False, first=first)
+    dense = f"SELECT 0 AS leg, d.id, d.distance, NULL::float8 AS score, d.payload FROM ({sql}) d"
+    return dense, [query, depth, properties, *filter_args]
+
+
+def _lexical_answer(search: Search, rows: Sequence[asyncpg.Record]) -> list[SearchHit]:
+    """The hits of a lexical or hybrid search from its statement's rows: each leg sorted, then fused."""
+    dense = sorted((r for r in rows if r["leg"] == 0), key=lambda r: (r["distance"], r["id"]))
+    found = sorted((r for r in rows if r["leg"] == 1), key=lambda r: (-r["score"], r["id"]))
+    lexical_hits = [_hit(row, score=row["score"]) for row in found]
+    if search.mode != "hybrid":
+        return lexical_only(lexical_hits, limit=search.limit, max_distance=search.max_distance)
+    return fuse(
+        [_hit(row) for row in dense],
+        lexical_hits,
+        dense_weight=search.dense_weight,
+        limit=search.limit,
+        max_distance=search.max_distance,
+    )
+
+
+def _lexical_statement(
+    name: str, where: SearchFilter | None, *, with_dense: bool, first: int = 1
+) -> tuple[str, list[Any]]:
     """The lexical leg (and, ``with_dense``, the dense leg beside it: one round trip for a hybrid search), its
-    parameters: the query vector, the depth of each leg, the property names, the query's term ids and their
-    repeats, then the returned filter arguments. Rows carry ``leg`` (0 dense, 1 lexical), ``id``, ``distance``
-    and, lexical rows, ``score``; each leg is sorted by the caller.
+    parameters numbered from ``first``: the query vector, the depth of each leg, the property names, the query's
+    term ids and their repeats, then the returned filter arguments. Rows carry ``leg`` (0 dense, 1 lexical),
+    ``id``, ``distance`` and, lexical rows, ``score``; each leg is sorted by the caller.
 
     Each query term's IDF comes from the collection's exact statistics; an index-only scan of its postings gives
     every chunk holding it with its tf weight; a chunk's BM25 score is the sum. Without a filter the best
@@ -759,11 +811,12 @@ def _lexical_statement(name: str, where: SearchFilter | None, *, with_dense: boo
     may reject the best ones).
     """
     table, stats, postings = table_of(name), stats_of(name), postings_of(name)
-    conditions, args = _conditions(where, 6)
+    vector, depth, properties, terms, repeats = (f"${first + n}" for n in range(5))
+    conditions, args = _conditions(where, first + 5)
     if conditions == CHUNKS_ONLY:  # the identity has no postings
         ranked = f"""
             SELECT c.id, c.embedding, c.payload, best.score
-            FROM (SELECT id, score FROM scored ORDER BY score DESC, id LIMIT $2) best
+            FROM (SELECT id, score FROM scored ORDER BY score DESC, id LIMIT {depth}) best
             JOIN {table} c ON c.id = best.id
         """
     else:
@@ -771,15 +824,15 @@ def _lexical_statement(name: str, where: SearchFilter | None, *, with_dense: boo
             SELECT id, c.embedding, c.payload, scored.score FROM scored JOIN {table} c USING (id)
             WHERE {conditions}
             ORDER BY scored.score DESC, id
-            LIMIT $2
+            LIMIT {depth}
         """
     dense = f"""
-        SELECT 0 AS leg, d.id, d.distance, NULL::float8 AS score, {_projected("d.payload", "$3")} AS payload
+        SELECT 0 AS leg, d.id, d.distance, NULL::float8 AS score, {_projected("d.payload", properties)} AS payload
         FROM (
-            SELECT id, payload, embedding <=> $1 AS distance FROM {table}
+            SELECT id, payload, embedding <=> {vector} AS distance FROM {table}
             WHERE {conditions}
-            ORDER BY embedding <=> $1
-            LIMIT $2
+            ORDER BY embedding <=> {vector}
+            LIMIT {depth}
         ) d
         UNION ALL
     """
@@ -787,7 +840,7 @@ def _lexical_statement(name: str, where: SearchFilter | None, *, with_dense: boo
         WITH totals AS (SELECT chunks FROM {stats} WHERE term = 0),
         query AS MATERIALIZED (
             SELECT s.term, q.tf * ln(1 + (totals.chunks - s.chunks + 0.5)::float8 / (s.chunks + 0.5)) AS idf
-            FROM unnest($4::int4[], $5::int4[]) q(term, tf)
+            FROM unnest({terms}::int4[], {repeats}::int4[]) q(term, tf)
             JOIN {stats} s ON s.term = q.term AND s.chunks > 0
             CROSS JOIN totals
         ),
@@ -797,7 +850,8 @@ def _lexical_statement(name: str, where: SearchFilter | None, *, with_dense: boo
             GROUP BY p.id
         )
         {dense if with_dense else ""}
-        SELECT 1 AS leg, l.id, l.embedding <=> $1 AS distance, l.score, {_projected("l.payload", "$3")} AS payload
+        SELECT 1 AS leg, l.id, l.embedding <=> {vector} AS distance, l.score,
+               {_projected("l.payload", properties)} AS payload
         FROM ({ranked}) l
     """
     return sql, args

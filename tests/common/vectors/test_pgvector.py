@@ -17,7 +17,7 @@ from common.db import migrate as migrations
 from common.db.database import Pool, init_connection
 from common.db.embedded import ensure_database, with_database
 from common.errors import Conflict, InvalidInput, Unavailable
-from common.vectors import SearchFilter, VectorRecord
+from common.vectors import Search, SearchFilter, VectorRecord
 from common.vectors.pgvector import SESSION_SETTINGS, PgVectorStore, as_vector
 from schemas.models import Identity
 
@@ -51,8 +51,8 @@ async def store(pool: Pool) -> AsyncIterator[PgVectorStore]:
         names = await conn.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'vectors' AND tablename LIKE 'Pg_%'"
         )
-        for row in names:
-            await conn.execute(f'DROP TABLE vectors."{row["tablename"]}"')
+    for row in names:
+        await store.drop_collection(row["tablename"])  # with its term statistics and postings
 
 
 def new_identity(groups: list[str] | None = None) -> Identity:
@@ -207,6 +207,49 @@ async def test_a_selective_filter_still_fills_the_limit_with_the_exact_neighbour
     assert len({hit.id for hit in hits} & set(exact)) >= 18  # HNSW is approximate; recall stays high
     assert [hit.distance for hit in hits] == sorted(hit.distance for hit in hits)
     assert len(plain) < 20
+
+
+async def test_search_many_sends_an_agents_lexical_and_hybrid_fan_out_as_one_statement(
+    store: PgVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kappi's fan-out over an assignment's collections in hybrid mode costs one round trip, as dense does; a
+    search whose collection is gone is its own error, the others still answered."""
+    names = []
+    for seed in (1, 2):
+        identity = new_identity(["hr"])
+        await store.create_collection(identity, DIM)
+        await store.upsert(identity.name, random_records(40, seed=seed))
+        names.append(identity.name)
+    query = random_records(1, seed=9)[0].vector
+    where = SearchFilter(readable_by=frozenset({"hr"}))
+    searches = [
+        Search(name=name, vector=query, limit=5, properties=["content"], text=text, mode=mode, where=where)
+        for name in names
+        for mode, text in (("hybrid", "chunk 7"), ("lexical", "chunk 12"), ("hybrid", "the of"))
+    ]
+    alone = [
+        await store.search(s.name, s.vector, limit=5, properties=s.properties, text=s.text, mode=s.mode, where=where)
+        for s in searches
+    ]
+    fetches: list[str] = []
+    fetch = PgVectorStore._fetch
+
+    async def counted(self: PgVectorStore, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
+        fetches.append("statement")
+        return await fetch(self, *args, **kwargs)
+
+    monkeypatch.setattr(PgVectorStore, "_fetch", counted)
+    together = await store.search_many(searches)
+
+    assert fetches == ["statement"]
+    assert together == alone
+    assert all(isinstance(hits, list) and hits for hits in together)
+
+    await store.drop_collection(names[1])
+    fetches.clear()
+    results = await store.search_many(searches)
+    assert results[:3] == alone[:3]
+    assert all(getattr(error, "code", None) == "collection_not_found" for error in results[3:])
 
 
 async def test_set_groups_leaves_chunks_that_already_carry_them_untouched(store: PgVectorStore, pool: Pool) -> None:
