@@ -124,8 +124,8 @@ class LocalLlmServer:
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True
             )
         logger.info(
-            "local LLM %s starting on %s (%d threads, %d slots, queue %d; log %s)",
-            self.model, self.server_url, self.threads, self.slots, self.queue, self.log_path,
+            "local LLM %s starting on %s (pid %d, %d threads, %d slots, queue %d; log %s)",
+            self.model, self.server_url, self._process.pid, self.threads, self.slots, self.queue, self.log_path,
         )  # fmt: skip
         threading.Thread(target=self._watch, args=(self._process,), name="local-llm-watch", daemon=True).start()
 
