@@ -24,7 +24,7 @@ from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timi
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
 from kappi.llm.prompt import system_prompt_with_context
-from kappi.llm.registry import LlmRegistry
+from kappi.llm.registry import LlmFallback, LlmRegistry
 from kappi.retrieval.service import Retrieval, Retriever, rerank_choice
 
 
@@ -51,8 +51,9 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     data: dict[str, Any]
 
 
-Step = Retrieval | Token | Usage
-"""What the pipeline yields: the retrieval first, then the LLM's tokens and its usage."""
+Step = Retrieval | Token | Usage | LlmFallback
+"""What the pipeline yields: the retrieval first, then the LLM's tokens and its usage; an :class:`LlmFallback`
+before the tokens when ``extractive`` answers for the agent's local model (not installed, loading or down)."""
 
 
 class Answerer:
@@ -68,9 +69,11 @@ class Answerer:
             prepared.agent.collections, prepared.groups, prepared.text, rerank=rerank_choice(prepared.config)
         )
         yield retrieval
-        provider = self.llms.get(prepared.config.llm_provider)
+        provider, fallback = self.llms.resolve(prepared.config.llm_provider)
+        if fallback is not None:
+            yield fallback
         request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
-        with LlmCall(prepared.config.llm_provider, prepared.config.llm_model) as call:
+        with LlmCall(provider.name, prepared.config.llm_model) as call:
             async with contextlib.aclosing(provider.stream(request)) as stream:
                 async for item in stream:
                     if isinstance(item, Usage):
@@ -90,6 +93,7 @@ class Answerer:
             citations=run.citations,
             usage=run.usage,
             timings=run.timings(answered=True),
+            llm_fallback=run.llm_fallback,
         )
 
     async def events(self, prepared: Prepared, *, reraise: bool = False) -> AsyncIterator[Event]:
@@ -138,6 +142,7 @@ class Answerer:
                     "usage": run.usage,
                     "timings": timings,
                     "sources_used": len(run.citations),
+                    "llm_fallback": run.llm_fallback,
                 },
             )
 
@@ -206,6 +211,7 @@ class _Run:
         self.citations: list[Citation] = []
         self.parts: list[str] = []
         self.usage = Usage()
+        self.llm_fallback: LlmFallback | None = None
 
     def take(self, step: Step) -> None:
         if isinstance(step, Retrieval):
@@ -213,6 +219,8 @@ class _Run:
             self.llm_started = time.perf_counter()
         elif isinstance(step, Token):
             self.parts.append(step.text)
+        elif isinstance(step, LlmFallback):
+            self.llm_fallback = step
         else:
             self.usage = step
 

@@ -11,6 +11,7 @@ import msgspec
 from common.vectors.base import Legs
 from kappi.agent.models import FilterValues
 from kappi.llm.base import Usage
+from kappi.llm.registry import LlmFallback
 
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
@@ -138,6 +139,9 @@ class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
     citations: list[Citation]
     usage: Usage
     timings: Timings
+    llm_fallback: LlmFallback | None = None
+    """Set when ``extractive`` answered instead of the agent's local model (not installed, refused, loading or
+    down): the provider that answered and why."""
 
 
 class RetrievalTimings(msgspec.Struct, frozen=True, kw_only=True):
