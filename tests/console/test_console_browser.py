@@ -709,3 +709,77 @@ def test_every_screen_fits_a_phone(platform: str, browser: Any) -> None:
 def _bearer(platform: str, subject: str) -> dict[str, str]:
     token = httpx.post(f"{platform}/console/dev-token", json={"subject": subject}).json()["token"]
     return {"Authorization": f"Bearer {token}"}
+
+
+def test_the_search_bench_offers_modes_filters_and_grouping_and_shows_each_hits_legs(
+    platform: str, browser: Any
+) -> None:
+    """Hybrid retrieval in the bench: a keyword-only search ranks by BM25, hybrid shows both legs and the fused
+    score, a tag filter keeps its document only, and grouping gives one hit per document with its count."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Bench_docs")
+    expenses, handbook = setup.documents(
+        {
+            "expenses.md": b"# Travel\n\nTravel is reimbursed at economy rates. Submit receipts within thirty days.\n\n"
+            b"# Meals\n\nMeals on a business trip are reimbursed up to a daily allowance.\n",
+            "leave.md": b"# Vacation\n\nEvery employee gets thirty vacation days per year.\n\n"
+            b"# Sick leave\n\nA doctor's note is needed after three days of sick leave.\n",
+        }
+    )
+    for document, tags, label in [(expenses, ["finance"], "Policy"), (handbook, ["hr"], "Handbook")]:
+        patched = httpx.patch(
+            f"{platform}/chonkit/documents/{document['id']}",
+            json={"tags": tags, "label": label},
+            headers=setup.headers,
+        )
+        patched.raise_for_status()
+        sections = httpx.put(  # one chunk per section: two per document
+            f"{platform}/chonkit/documents/{document['id']}/config",
+            json={"chunk": {"strategy": "structure"}},
+            headers=setup.headers,
+        )
+        sections.raise_for_status()
+    setup.embed(collection, [expenses, handbook])
+
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("bench-admin", admin=True)
+    page.goto(f"{platform}/#/collections/{collection['id']}")
+    bench = page.locator("form", has=page.get_by_role("heading", name="Search test bench"))
+    hits = bench.locator(".chunk")
+    bench.get_by_label("Query").fill("reimbursed receipts")
+    bench.get_by_label("Results").fill("10")
+
+    bench.get_by_label("Mode").select_option("lexical")
+    expect(bench.get_by_label("Meaning's share of hybrid")).to_be_disabled()
+    bench.get_by_role("button", name="Search", exact=True).click()
+    expect(hits).to_have_count(2)  # only the expenses document has either word
+    expect(hits.first.locator(".legs")).to_have_text(re.compile(r"^keyword #1 \(BM25 \d+\.\d\d\)$"))
+    expect(hits.first).to_contain_text("Submit receipts")
+
+    bench.get_by_label("Mode").select_option("hybrid")
+    expect(bench.get_by_label("Meaning's share of hybrid")).to_be_enabled()
+    bench.get_by_role("button", name="Search", exact=True).click()
+    expect(hits).to_have_count(4)
+    expect(hits.first.locator(".legs")).to_have_text(
+        re.compile(r"^dense #\d · keyword #1 \(BM25 [\d.]+\) · fused 0\.\d{3}$")
+    )
+    expect(hits.locator(".legs", has_text="keyword not found")).to_have_count(2)  # the leave document: dense only
+    admin.shot("22-search-bench-hybrid")
+
+    bench.get_by_label("Tags (any of").fill("hr")
+    bench.get_by_role("button", name="Search", exact=True).click()
+    expect(hits).to_have_count(2)
+    expect(hits.locator(".small", has_text="tags hr")).to_have_count(2)
+
+    bench.get_by_label("Tags (any of").fill("")
+    bench.get_by_label("One hit per document").check()
+    bench.get_by_role("button", name="Search", exact=True).click()
+    expect(hits).to_have_count(2)
+    expect(bench.get_by_text("2 documents from 4 chunks · hybrid")).to_be_visible()
+    expect(hits.locator(".small", has_text=re.compile("^2 matching chunks"))).to_have_count(2)
+
+    admin.shot("23-search-bench-grouped")
+    assert admin.close() == []

@@ -1,6 +1,6 @@
 // Admin: collections (create, groups, add and remove documents, live job progress, retry, search test bench).
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, pages, notice, errorLine, problemOf, plural } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, listFrom, pages, notice, errorLine, problemOf, plural } from "./ui.js";
 
 export async function collectionsScreen(main, services) {
   const base = services.chonkit;
@@ -258,33 +258,92 @@ function cancelButton(base, job) {
   return cancel;
 }
 
+// The search test bench: every control of the search API (mode, fusion weight, filters, grouping), and each hit
+// says which leg found it, so an admin sees what hybrid retrieval changed.
 function searchBench(base, id) {
   const results = h("div", { "aria-live": "polite" });
   const submit = h("button", { type: "submit" }, "Search");
+  const mode = h("select", { name: "mode" },
+    h("option", { value: "hybrid" }, "Hybrid (meaning + keywords)"),
+    h("option", { value: "dense" }, "Dense (meaning)"),
+    h("option", { value: "lexical" }, "Lexical (keywords)"));
+  const weight = h("input", { type: "range", name: "dense_weight", min: 0, max: 1, step: 0.05, value: 0.5 });
+  const weightShown = h("output", { for: "bench-weight" }, "0.50");
+  weight.id = "bench-weight";
+  const weightLabel = h("label", { class: "weight" }, "Meaning's share of hybrid", weight, weightShown);
+  weight.addEventListener("input", () => { weightShown.textContent = Number(weight.value).toFixed(2); });
+  mode.addEventListener("change", () => { weight.disabled = mode.value !== "hybrid"; });
   const form = h("form", { class: "card stack", "aria-labelledby": "bench-title" },
     h("h2", { id: "bench-title" }, "Search test bench"),
     h("div", { class: "row" },
       field("Query", { name: "query", required: true }),
-      field("Results", { name: "limit", type: "number", min: 1, max: 50, value: 5 }),
+      field("Results", { name: "limit", type: "number", min: 1, max: 200, value: 5 }),
       field("Max distance (optional)", { name: "max_distance", type: "number", step: "0.01", min: 0 })),
+    h("div", { class: "row" }, h("label", {}, "Mode", mode), weightLabel),
+    h("div", { class: "row" },
+      field("Tags (any of; comma-separated)", { name: "tags", placeholder: "policy" }),
+      field("Labels (any of; comma-separated)", { name: "labels" }),
+      h("label", { class: "check" }, h("input", { type: "checkbox", name: "group_by" }), "One hit per document")),
     h("div", { class: "row" }, submit), results);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     busy(submit, async () => {
-      const body = { query: form.query.value, limit: Number(form.limit.value) || 5 };
-      if (form.max_distance.value !== "") body.max_distance = Number(form.max_distance.value);
       try {
-        const response = await api.post(`${base}/collections/${id}/search`, body);
-        replace(results, h("p", { class: "muted" }, `${response.hits.length} hits · embed ${response.embed_ms.toFixed(1)} ms · search ${response.search_ms.toFixed(1)} ms`),
-          response.hits.length ? response.hits.map((hit) => h("div", { class: "chunk" },
-            h("strong", {}, `${hit.document_name || hit.document_id} ${pages(hit.page_start, hit.page_end)} · distance ${hit.distance.toFixed(3)}`),
-            "\n", hit.content)) : empty("Nothing matched."));
+        const response = await api.post(`${base}/collections/${id}/search`, benchRequest(form));
+        replace(results, benchSummary(response), response.hits.length ? response.hits.map(benchHit) : empty("Nothing matched."));
       } catch (error) {
         replace(results, errorLine(error));
       }
     });
   });
   return form;
+}
+
+function benchRequest(form) {
+  const body = { query: form.query.value, limit: Number(form.limit.value) || 5, mode: form.mode.value };
+  if (body.mode === "hybrid") body.dense_weight = Number(form.dense_weight.value);
+  if (form.max_distance.value !== "") body.max_distance = Number(form.max_distance.value);
+  const tags = listFrom(form.tags.value), labels = listFrom(form.labels.value);
+  if (tags.length) body.tags = tags;
+  if (labels.length) body.labels = labels;
+  if (form.group_by.checked) body.group_by = "document";
+  return body;
+}
+
+function benchSummary(response) {
+  const grouped = response.hits.length && response.hits[0].chunk_count != null;
+  const chunks = response.hits.reduce((sum, hit) => sum + (hit.chunk_count ?? 1), 0);
+  const found = grouped ? `${plural(response.hits.length, "document")} from ${plural(chunks, "chunk")}` : plural(chunks, "hit");
+  return h("p", { class: "muted" },
+    `${found} · ${response.mode} · embed ${response.embed_ms.toFixed(1)} ms · search ${response.search_ms.toFixed(1)} ms`);
+}
+
+/** "dense #3 · keyword #1 (BM25 4.21) · fused 0.032": where each leg ranked the hit, and which leg missed it. */
+function legsText(legs) {
+  const parts = [];
+  if (legs.dense_rank != null) parts.push(`dense #${legs.dense_rank}`);
+  if (legs.lexical_rank != null) {
+    parts.push(`keyword #${legs.lexical_rank}` + (legs.lexical_score != null ? ` (BM25 ${legs.lexical_score.toFixed(2)})` : ""));
+  }
+  if (legs.fused_score != null) {
+    if (legs.dense_rank == null) parts.unshift("dense not found");
+    if (legs.lexical_rank == null) parts.push("keyword not found");
+    parts.push(`fused ${legs.fused_score.toFixed(3)}`);
+  }
+  return parts.join(" · ");
+}
+
+function benchHit(hit) {
+  const where = `${hit.document_name || hit.document_id} ${pages(hit.page_start, hit.page_end)}`.trim();
+  const meta = [
+    hit.chunk_count != null ? plural(hit.chunk_count, "matching chunk") : null,
+    `distance ${hit.distance.toFixed(3)}`,
+    hit.label ? `label ${hit.label}` : null,
+    hit.tags.length ? `tags ${hit.tags.join(", ")}` : null,
+  ].filter(Boolean).join(" · ");
+  return h("div", { class: "chunk" },
+    h("strong", {}, where), h("span", { class: "legs" }, legsText(hit.legs)), h("span", { class: "muted small" }, meta),
+    "\n", hit.content);
 }
 
 function deleteButton(base, collection) {
