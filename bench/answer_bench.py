@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import shutil
 import statistics
@@ -74,6 +75,10 @@ NAIVE_TOP_K = 5
 STREAMED_QUESTIONS = {"quick": 4, "full": 12}
 """Questions asked through the stream (and of the raw server) per model provider; extractive streams all."""
 LLM_TIMEOUT = 300.0
+LOCAL_READY_SECONDS = 180.0
+"""How long the embedded model may take to load before the local provider is reported as not running."""
+QUICK_MODEL = "smollm2-135m-instruct-q4_1"
+"""The small model a quick run serves (fast, invents facts: for checking the bench, not for its figures)."""
 
 TARGETS = {"correct": 0.80, "gold_cited": 0.90, "off_topic": 0.15, "refusals": 0.80, "ttft_vs_raw": 1.1}
 
@@ -248,6 +253,11 @@ class Scored:
     cited_documents: tuple[str, ...]
     off_topic: int
     refused: bool
+
+
+def failed(question: Question) -> Scored:
+    """A question whose answer never came (an HTTP error, a timeout): wrong, uncited, and no refusal either."""
+    return Scored(question.id, question.answerable, False, False, (), 0, False)
 
 
 def score(question: Question, answer: str, cited_documents: Sequence[str]) -> Scored:
@@ -588,6 +598,8 @@ class Stack:
     """Collection name -> id."""
     ingest_seconds: float
     env: dict[str, str]
+    log: Path
+    """``ragu serve``'s log, which names the embedded llama.cpp server's address."""
 
 
 @asynccontextmanager
@@ -614,7 +626,7 @@ async def stack(pages: Sequence[Page], env: dict[str, str]) -> AsyncIterator[Sta
             started = time.perf_counter()
             collections = await _ingest(chonkit, pages)
             ingest_seconds = round(time.perf_counter() - started, 1)
-            yield Stack(admin, user, collections, ingest_seconds, running.env)
+            yield Stack(admin, user, collections, ingest_seconds, running.env, running.server.log)
 
 
 async def _ingest(chonkit: Any, pages: Sequence[Page]) -> dict[str, str]:
@@ -657,7 +669,10 @@ _QUERY_FIELDS = {"answer", "citations", "usage", "timings"}
 async def ask_query(user: httpx.AsyncClient, agent_id: str, question: Question) -> Asked:
     """The stateless query API: the scored answer, its citations, usage, and anything else kappi adds."""
     started = time.perf_counter()
-    response = await user.post(f"/kappi/agents/{agent_id}/query", json={"content": question.question})
+    try:
+        response = await user.post(f"/kappi/agents/{agent_id}/query", json={"content": question.question})
+    except httpx.HTTPError as exc:
+        return Asked(question.id, "", [], error=f"{type(exc).__name__}: {exc}")
     elapsed = round((time.perf_counter() - started) * 1000, 1)
     if response.status_code != 200:
         return Asked(question.id, "", [], total_ms=elapsed, error=f"{response.status_code} {response.text[:300]}")
@@ -694,17 +709,26 @@ async def run_provider(
     previous = ragu_messages(agent, [], "Which documents do you hold?")  # the preamble alone, for the first
     async with httpx.AsyncClient(timeout=LLM_TIMEOUT) as raw:
         for index, question in enumerate(questions):
-            stream = None
+            stream, failure = None, None
             if index in timed:
-                stream = await ask_streamed(s.user, str(agent["id"]), question.question)
+                try:
+                    stream = await ask_streamed(s.user, str(agent["id"]), question.question)
+                except (httpx.HTTPError, RuntimeError) as exc:
+                    failure = f"stream: {exc}"
             asked = await ask_query(s.user, str(agent["id"]), question)
+            if failure:
+                asked.extra["stream_error"] = failure
             if stream is not None:
                 asked.ttft_ms, asked.tokens_per_s = stream.ttft_ms, stream.tokens_per_s
                 asked.extra["stream_done"] = stream.done
                 if llama is not None:
                     messages = ragu_messages(agent, stream.sources, question.question)
-                    same = await _raw_same_prompt(raw, llama, messages, previous, config)
-                    asked.raw_ttft_ms, asked.raw_prompt_tokens = same.ttft_ms, same.prompt_tokens
+                    try:
+                        same = await _raw_same_prompt(raw, llama, messages, previous, config)
+                    except httpx.HTTPError as exc:
+                        asked.extra["raw_error"] = f"{type(exc).__name__}: {exc}"
+                    else:
+                        asked.raw_ttft_ms, asked.raw_prompt_tokens = same.ttft_ms, same.prompt_tokens
                     asked.prompt_tokens = asked.prompt_tokens or stream.prompt_tokens
                     previous = messages
             results.append(asked)
@@ -749,13 +773,17 @@ async def run_naive(s: Stack, questions: Sequence[Question], llama: Llama, confi
                 hits.extend(found.hits)
             hits.sort(key=lambda h: -h.score)
             top = [{"text": h.content, "document": h.document_name or h.document_id} for h in hits[:NAIVE_TOP_K]]
-            answer = await llama_stream(
-                raw,
-                llama,
-                naive_messages(question.question, top),
-                temperature=config["temperature"],
-                max_tokens=config["max_tokens"],
-            )
+            try:
+                answer = await llama_stream(
+                    raw,
+                    llama,
+                    naive_messages(question.question, top),
+                    temperature=config["temperature"],
+                    max_tokens=config["max_tokens"],
+                )
+            except httpx.HTTPError as exc:
+                results.append(Asked(question.id, "", [], error=f"{type(exc).__name__}: {exc}"))
+                continue
             numbers = [n for n in marked_citations(answer.text) if 1 <= n <= len(top)]
             asked = Asked(
                 id=question.id,
@@ -787,7 +815,7 @@ def summarise(provider: str, questions: Sequence[Question], asked: Sequence[Aske
     """A provider's scores, latencies and every answer (for reading what went wrong)."""
     by_id = {q.id: q for q in questions}
     answered = [a for a in asked if a.error is None]
-    scores = {a.id: score(by_id[a.id], a.answer, a.cited) for a in answered}
+    scores = {a.id: score(by_id[a.id], a.answer, a.cited) if a.error is None else failed(by_id[a.id]) for a in asked}
     total = tally(scores.values())
     paired = [a for a in answered if a.ttft_ms is not None and a.raw_ttft_ms]
     return {
@@ -917,6 +945,14 @@ def run(quick: bool) -> dict[str, Any]:
     return asyncio.run(measure(Options(quick=quick)))
 
 
+def serve_env(options: Options) -> dict[str, str]:
+    """``ragu serve``'s environment: no model when no provider needs one, the small one in a quick run, else the
+    recommended one (``auto``); ``--env`` overrides."""
+    wants_model = bool({"local", "naive"} & set(options.providers)) and not options.llama_url
+    model = "none" if not wants_model else QUICK_MODEL if options.quick else "auto"
+    return {"RAGU_LOCAL_LLM_MODEL": model, "RAGU_LLM_TIMEOUT_SECONDS": str(LLM_TIMEOUT), **options.env}
+
+
 async def measure(options: Options) -> dict[str, Any]:
     questions = load_questions(quick=options.quick)
     pages = await asyncio.to_thread(fetch_corpus)
@@ -924,9 +960,10 @@ async def measure(options: Options) -> dict[str, Any]:
     if wrong:
         raise RuntimeError(f"questions whose facts their gold documents do not state: {wrong}")
     size = "quick" if options.quick else "full"
+    load_before = os.getloadavg()
     results: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
-    async with stack(pages, options.env) as s:
+    async with stack(pages, serve_env(options)) as s:
         llama = await _llama(s, options)
         for provider in options.providers:
             outcome = await _one_provider(s, provider, questions, llama, size)
@@ -957,6 +994,8 @@ async def measure(options: Options) -> dict[str, Any]:
         "settings": {"top_k_per_collection": TOP_K, "naive_top_k": NAIVE_TOP_K, "streamed": STREAMED_QUESTIONS[size]},
         "ingest_seconds": ingest_seconds,
         "llama": None if llama is None else asdict(llama),
+        "serve_env": serve_env(options),
+        "load_average": {"before": [round(x, 1) for x in load_before], "after": [round(x, 1) for x in os.getloadavg()]},
         "notes": notes,
         "targets": TARGETS,
         "providers": results,
@@ -987,23 +1026,43 @@ async def _one_provider(
 
 
 async def _local_agent(s: Stack) -> dict[str, Any] | str:
-    """An agent on the embedded model, or why there is none (no model installed, or the runtime is not up)."""
-    created = await s.admin.post("/kappi/admin/agents", json={"name": "Probe"})
-    probe = created.json()
-    await s.admin.delete(f"/kappi/admin/agents/{probe['id']}")
-    config = probe.get("config", {})
-    if config.get("llm_provider") != "local":
-        return "local provider skipped: ragu serve runs no embedded model (new agents default to extractive)"
-    return await make_agent(s.admin, "Local", {"llm_provider": "local", "llm_model": config["llm_model"]})
+    """An agent on the embedded model, or why there is none (no model installed, or it did not start)."""
+    catalog = await _local_ready(s)
+    if isinstance(catalog, str):
+        return catalog
+    model = next(p["models"][0] for p in catalog["providers"] if p["provider"] == "local")
+    return await make_agent(s.admin, "Local", {"llm_provider": "local", "llm_model": model})
+
+
+async def _local_ready(s: Stack) -> dict[str, Any] | str:
+    """kappi's LLM catalog once the embedded model is ready, or why it is not."""
+    deadline = time.monotonic() + LOCAL_READY_SECONDS
+    while True:
+        catalog: dict[str, Any] = (await s.admin.get("/kappi/admin/llms")).raise_for_status().json()
+        local = next((p for p in catalog["providers"] if p["provider"] == "local"), None)
+        if local is None:
+            return "local provider skipped: ragu serve runs no embedded model (none installed, or refused)"
+        if local["status"] == "ready":
+            return catalog
+        if local["status"] != "starting" or time.monotonic() > deadline:
+            return f"local provider skipped: the embedded model is {local['status']}"
+        await asyncio.sleep(1)
+
+
+_LOCAL_ADDRESS = re.compile(r"local LLM (\S+) starting on (http://127\.0\.0\.1:\d+)")
 
 
 async def _llama(s: Stack, options: Options) -> Llama | None:
-    """The llama.cpp server the naive peer and the raw comparison call: ``--llama-url``, else none."""
+    """The llama.cpp server the naive peer and the raw comparison call: ``--llama-url``, else the one ``ragu
+    serve`` started (its address is in the log), once ready; ``None`` when there is none."""
     if options.llama_url:
         async with httpx.AsyncClient(timeout=10) as client:
             models = (await client.get(f"{options.llama_url}/v1/models")).raise_for_status().json()
         return Llama(options.llama_url, options.local_model or models["data"][0]["id"])
-    return None
+    if isinstance(await _local_ready(s), str):
+        return None
+    found = _LOCAL_ADDRESS.findall(s.log.read_text(errors="replace"))
+    return Llama(found[-1][1], found[-1][0]) if found else None
 
 
 def rescore(result: dict[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
