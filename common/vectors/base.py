@@ -251,11 +251,6 @@ class VectorStore(Protocol):
         """Remove every chunk of a document (idempotent)."""
         ...
 
-    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
-        """Set ``document_name`` on every chunk of a document (idempotent; other chunks and the identity stay
-        as they are): citations and search show a document under the name it has now."""
-        ...
-
     async def update_document(
         self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
     ) -> None:

@@ -400,18 +400,6 @@ class PgVectorStore:
         async with self._connection(name) as conn:
             await conn.execute(f"DELETE FROM {table} WHERE payload->>'document_id' = $1 AND {CHUNKS_ONLY}", document_id)
 
-    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
-        """One statement; chunks that already carry the name are not rewritten."""
-        table = table_of(name)
-        async with self._connection(name) as conn:
-            await conn.execute(
-                f"UPDATE {table} SET payload = jsonb_set(payload, '{{document_name}}', to_jsonb($2::text)) "
-                f"WHERE payload->>'document_id' = $1 AND {CHUNKS_ONLY} "
-                "AND payload->>'document_name' IS DISTINCT FROM $2",
-                document_id,
-                document_name,
-            )
-
     async def update_document(
         self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
     ) -> None:

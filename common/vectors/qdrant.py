@@ -246,10 +246,6 @@ class QdrantStore:
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
 
-    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
-        checked_name(name)
-        await self._set_on_document(name, document_id, {"document_name": document_name})
-
     async def update_document(
         self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
     ) -> None:

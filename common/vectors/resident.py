@@ -187,12 +187,6 @@ class ResidentVectors:
         finally:
             self._changed(name)
 
-    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
-        try:
-            await self._store.rename_document(name, document_id, document_name)
-        finally:
-            self._changed(name)
-
     async def update_document(
         self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
     ) -> None:

@@ -533,19 +533,6 @@ class WeaviateStore:
         checked_name(name)
         await self._delete_where(name, Filter.by_property("document_id").equal(document_id) & _NOT_IDENTITY)
 
-    async def rename_document(self, name: str, document_id: str, document_name: str) -> None:
-        """The document's chunks re-inserted with their vectors and the new name (no bulk update exists; the
-        scan covers the whole collection, as :meth:`document_ids` does — renames are rare)."""
-        checked_name(name)
-        await self._require(name)
-
-        def renamed(properties: Mapping[str, Any]) -> dict[str, Any] | None:
-            if properties.get("document_id") != document_id or properties.get("document_name") == document_name:
-                return None
-            return {**stored_properties(properties), "document_name": document_name}
-
-        await self._rewrite_chunks(name, renamed)
-
     async def update_document(
         self, name: str, document_id: str, *, document_name: str, tags: Sequence[str], label: str | None
     ) -> None:

@@ -304,7 +304,7 @@ async def test_delete_ids_refuses_the_identity_id(provider: Harness, nil: str) -
     assert await provider.store.count(identity.name) == 1
 
 
-async def test_rename_document_renames_that_documents_chunks_only(provider: Harness) -> None:
+async def test_update_document_sets_name_tags_and_label_on_that_documents_chunks_only(provider: Harness) -> None:
     identity = await new_collection(provider)
     store, name = provider.store, identity.name
     records = [chunk(identity, n, e(n), document_id=DOC_A if n <= 2 else DOC_B) for n in range(1, 5)]
@@ -312,16 +312,25 @@ async def test_rename_document_renames_that_documents_chunks_only(provider: Harn
     await store.upsert(name, named)
     await ids_found(store, name, e(1))  # an in-memory copy, where there is one, is made from the old names
 
-    await store.rename_document(name, DOC_A, "Handbook 2025.pdf")
-    await store.rename_document(name, DOC_A, "Handbook 2025.pdf")
+    for _ in range(2):  # idempotent
+        await store.update_document(name, DOC_A, document_name="Handbook 2025.pdf", tags=["policy"], label="HR")
 
-    hits = await store.search(name, e(1), limit=10, properties=["document_id", "document_name", "content"])
+    asked = ["document_id", "document_name", "content", "tags", "label"]
+    hits = await store.search(name, e(1), limit=10, properties=asked)
     assert {hit.id: hit.payload["document_name"] for hit in hits} == {
         cid(1): "Handbook 2025.pdf",
         cid(2): "Handbook 2025.pdf",
         cid(3): "old.pdf",
         cid(4): "old.pdf",
     }
+    assert {hit.id for hit in hits if hit.payload.get("tags") == ["policy"] and hit.payload.get("label") == "HR"} == {
+        cid(1),
+        cid(2),
+    }
+    assert sorted(await ids_found(store, name, e(1), where=SearchFilter(tags=frozenset({"policy"})))) == [
+        cid(1),
+        cid(2),
+    ]
     assert {hit.id: hit.payload["content"] for hit in hits} == {r.id: r.payload["content"] for r in records}
     assert await store.count(name) == 4
     assert await store.read_identity(name) == identity.to_dict()
@@ -601,7 +610,7 @@ async def test_a_missing_collection_is_not_found(provider: Harness) -> None:
         lambda: store.upsert(name, [chunk(identity, 1, e(1))]),
         lambda: store.set_groups(name, ["hr"]),
         lambda: store.write_identity(identity),
-        lambda: store.rename_document(name, DOC_A, "new.pdf"),
+        lambda: store.update_document(name, DOC_A, document_name="new.pdf", tags=[], label=None),
     ]
     for call in calls:
         with pytest.raises(NotFound) as raised:
@@ -629,7 +638,7 @@ async def test_a_name_that_breaks_the_rule_is_invalid_not_missing(provider: Harn
         lambda: store.delete_document(name, DOC_A),
         lambda: store.delete_ids(name, [cid(1)]),
         lambda: store.set_groups(name, ["hr"]),
-        lambda: store.rename_document(name, DOC_A, "new.pdf"),
+        lambda: store.update_document(name, DOC_A, document_name="new.pdf", tags=[], label=None),
     ]
     for call in calls:
         with pytest.raises(InvalidInput) as raised:

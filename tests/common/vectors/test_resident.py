@@ -405,16 +405,18 @@ async def test_own_writes_are_seen_by_the_next_search(resident: ResidentVectors,
     assert await resident.search(identity.name, vectors[0], limit=3, properties=(), where=nobody) == []
 
 
-async def test_a_rename_by_anyone_is_seen_by_the_next_search(resident: ResidentVectors, writer: PgVectorStore) -> None:
+async def test_a_document_update_by_anyone_is_seen_by_the_next_search(
+    resident: ResidentVectors, writer: PgVectorStore
+) -> None:
     identity, vectors = await collection(writer, 100, seed=23)
     asked = ("document_id", "document_name")  # chunk 1 belongs to doc-1
     await until_resident(resident, identity.name, vectors[1])
 
-    await resident.rename_document(identity.name, "doc-1", "own.pdf")
+    await resident.update_document(identity.name, "doc-1", document_name="own.pdf", tags=[], label=None)
     assert identity.name not in resident.status.in_memory()  # no waiting for the notice
     [own] = await resident.search(identity.name, vectors[1], limit=1, properties=asked)
     await until_resident(resident, identity.name, vectors[1])
-    await writer.rename_document(identity.name, "doc-1", "theirs.pdf")
+    await writer.update_document(identity.name, "doc-1", document_name="theirs.pdf", tags=[], label=None)
     await until_not_resident(resident, identity.name)
     [theirs] = await resident.search(identity.name, vectors[1], limit=1, properties=asked)
 

@@ -384,7 +384,7 @@ async def test_a_name_that_breaks_the_rule_is_invalid_before_any_request(
         store.upsert(name, [record]),
         store.delete_document(name, "d"),
         store.set_groups(name, ["hr"]),
-        store.rename_document(name, "d", "new.pdf"),
+        store.update_document(name, "d", document_name="new.pdf", tags=[], label=None),
     ):
         with pytest.raises(InvalidInput) as raised:
             await call
