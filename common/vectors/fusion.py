@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from common.vectors.base import Legs, SearchHit
 
 RRF_K = 60
-LEG_DEPTH = 100
-"""Candidates per leg at the least (the issue's reference fused each leg's top 100)."""
+LEG_DEPTH = 50
+"""Candidates per leg at the least. On SciFact (whole abstracts, MiniLM, pgvector) nDCG@10 of hybrid was 0.712 at
+40, 0.716-0.718 at 50 and 0.718 at 100 (the issue's reference fused each leg's top 100), while each candidate
+past HNSW's ``ef_search`` (40) costs the dense leg an iterative scan: 50 keeps the quality at less cost."""
 
 
 def leg_depth(limit: int) -> int:

@@ -45,6 +45,7 @@ from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
     IDENTITY_ID,
+    Legs,
     RetrievalMode,
     Search,
     SearchFilter,
@@ -55,7 +56,7 @@ from common.vectors.base import (
     identity_vector,
 )
 from common.vectors.changes import add_trigger, announce, announces_writes
-from common.vectors.fusion import fuse, leg_depth, lexical_only
+from common.vectors.fusion import RRF_K, leg_depth, lexical_only
 from common.vectors.records import (
     as_floats,
     check_retrieval,
@@ -187,8 +188,8 @@ def lexical_index(name: str) -> list[str]:
     - ``lexical_length int4``: the chunk's length in terms.
 
     Why postings rather than a ``sparsevec`` per chunk scored against the query's: common query words make most
-    of a collection candidates, and reading those wide rows cost ~30 ms per SciFact query; an index-only scan of
-    the query terms' postings and a sum per chunk costs ~2 ms.
+    of a collection candidates, and reading and scoring those wide rows cost several times more than an
+    index-only scan of the query terms' postings and a sum per chunk (measured on SciFact; docs/benchmarks.md).
     """
     table, stats, postings = table_of(name), stats_of(name), postings_of(name)
     statements = [
@@ -493,7 +494,7 @@ class PgVectorStore:
         return [_hit(row) for row in rows[:limit]]
 
     async def _search_lexical(self, search: Search) -> list[SearchHit]:
-        """A lexical or hybrid search: both legs in one statement (:func:`_lexical_plan`), fused here.
+        """A lexical or hybrid search: both legs and their fusion in one statement (:func:`_lexical_statement`).
 
         The dense leg takes HNSW's candidates under the session's ``ef_search`` (the iterative scan fills the
         leg's depth), so a hybrid search costs one round trip.
@@ -760,71 +761,64 @@ def _lexical_plan(search: Search, *, first: int = 1) -> tuple[str, list[Any]] | 
     if not terms.ids and not hybrid:
         return []  # nothing to look for: only stop words or punctuation
     depth = leg_depth(search.limit) if hybrid else search.limit
-    query, properties = as_vector(search.vector), list(search.properties)
-    if terms.ids:
-        sql, filter_args = _lexical_statement(search.name, search.where, with_dense=hybrid, first=first)
-        return sql, [query, depth, properties, terms.ids, terms.tfs, *filter_args]
-    sql, filter_args = _search_statement(table_of(search.name), search.where, with_max_distance=False, first=first)
-    dense = f"SELECT 0 AS leg, d.id, d.distance, NULL::float8 AS score, d.payload FROM ({sql}) d"
-    return dense, [query, depth, properties, *filter_args]
+    sql, filter_args = _lexical_statement(search.name, search.where, hybrid=hybrid, first=first)
+    args = [as_vector(search.vector), depth, list(search.properties), terms.ids, terms.tfs]
+    if hybrid:
+        args += [float(search.dense_weight), search.limit]
+    return sql, [*args, *filter_args]
 
 
 def _lexical_answer(search: Search, rows: Sequence[asyncpg.Record]) -> list[SearchHit]:
-    """The hits of a lexical or hybrid search from its statement's rows: each leg sorted, then fused."""
-    dense = sorted((r for r in rows if r["leg"] == 0), key=lambda r: (r["distance"], r["id"]))
-    found = sorted((r for r in rows if r["leg"] == 1), key=lambda r: (-r["score"], r["id"]))
-    lexical_hits = [_hit(row, score=row["score"]) for row in found]
+    """The hits of a lexical or hybrid search from its statement's rows (in no particular order)."""
     if search.mode != "hybrid":
-        return lexical_only(lexical_hits, limit=search.limit, max_distance=search.max_distance)
-    return fuse(
-        [_hit(row) for row in dense],
-        lexical_hits,
-        dense_weight=search.dense_weight,
-        limit=search.limit,
-        max_distance=search.max_distance,
-    )
+        found = sorted(rows, key=lambda r: (-r["lexical_score"], r["id"]))
+        hits = [_hit(row, score=row["lexical_score"]) for row in found]
+        return lexical_only(hits, limit=search.limit, max_distance=search.max_distance)
+    hits = []
+    for row in sorted(rows, key=lambda r: (-r["fused"], r["id"])):
+        if search.max_distance is not None and row["distance"] > search.max_distance:
+            continue
+        legs = Legs(
+            dense_rank=row["dense_rank"],
+            lexical_rank=row["lexical_rank"],
+            lexical_score=row["lexical_score"],
+            fused_score=row["fused"],
+        )
+        hits.append(
+            SearchHit(
+                id=str(row["id"]), score=row["fused"], distance=row["distance"], payload=row["payload"] or {}, legs=legs
+            )
+        )
+    return hits
 
 
-def _lexical_statement(
-    name: str, where: SearchFilter | None, *, with_dense: bool, first: int = 1
-) -> tuple[str, list[Any]]:
-    """The lexical leg (and, ``with_dense``, the dense leg beside it: one round trip for a hybrid search), its
-    parameters numbered from ``first``: the query vector, the depth of each leg, the property names, the query's
-    term ids and their repeats, then the returned filter arguments. Rows carry ``leg`` (0 dense, 1 lexical),
-    ``id``, ``distance`` and, lexical rows, ``score``; each leg is sorted by the caller.
+def _lexical_statement(name: str, where: SearchFilter | None, *, hybrid: bool, first: int = 1) -> tuple[str, list[Any]]:
+    """A lexical or hybrid search as one statement, its parameters numbered from ``first``: the query vector, the
+    depth of each leg, the property names, the query's term ids and their repeats, (hybrid) the dense weight and
+    the limit, then the returned filter arguments.
 
     Each query term's IDF comes from the collection's exact statistics; an index-only scan of its postings gives
-    every chunk holding it with its tf weight; a chunk's BM25 score is the sum. Without a filter the best
-    ``depth`` are taken before the collection table is read; with one, every scored chunk is checked (a filter
-    may reject the best ones).
+    every chunk holding it with its tf weight; a chunk's BM25 score is the sum. Without a filter the best are
+    ranked before the collection table is read; with one, every scored chunk is checked (a filter may reject the
+    best ones). A hybrid search runs the HNSW leg beside it and fuses both in the statement — weighted RRF exactly
+    as :func:`common.vectors.fusion.fuse` computes it, the same float operations in the same order — so only the
+    ``limit`` fused hits are read in full and travel. Rows of both modes have the same columns (``search_many``
+    unites them): ``id``, the cosine ``distance``, ``dense_rank``, ``lexical_rank``, ``lexical_score`` (BM25),
+    ``fused`` and ``payload``; a lexical search's ranks and ``fused`` are NULL (its order is its scores').
     """
     table, stats, postings = table_of(name), stats_of(name), postings_of(name)
-    vector, depth, properties, terms, repeats = (f"${first + n}" for n in range(5))
-    conditions, args = _conditions(where, first + 5)
+    vector, depth, properties, terms, repeats, weight, limit = (f"${first + n}" for n in range(7))
+    conditions, args = _conditions(where, first + (7 if hybrid else 5))
     if conditions == CHUNKS_ONLY:  # the identity has no postings
-        ranked = f"""
-            SELECT c.id, c.embedding, c.payload, best.score
-            FROM (SELECT id, score FROM scored ORDER BY score DESC, id LIMIT {depth}) best
-            JOIN {table} c ON c.id = best.id
-        """
+        ranked = f"SELECT id, score FROM scored ORDER BY score DESC, id LIMIT {depth}"
     else:
         ranked = f"""
-            SELECT id, c.embedding, c.payload, scored.score FROM scored JOIN {table} c USING (id)
+            SELECT id, scored.score FROM scored JOIN {table} c USING (id)
             WHERE {conditions}
             ORDER BY scored.score DESC, id
             LIMIT {depth}
         """
-    dense = f"""
-        SELECT 0 AS leg, d.id, d.distance, NULL::float8 AS score, {_projected("d.payload", properties)} AS payload
-        FROM (
-            SELECT id, payload, embedding <=> {vector} AS distance FROM {table}
-            WHERE {conditions}
-            ORDER BY embedding <=> {vector}
-            LIMIT {depth}
-        ) d
-        UNION ALL
-    """
-    sql = f"""
+    scoring = f"""
         WITH totals AS (SELECT chunks FROM {stats} WHERE term = 0),
         query AS MATERIALIZED (
             SELECT s.term, q.tf * ln(1 + (totals.chunks - s.chunks + 0.5)::float8 / (s.chunks + 0.5)) AS idf
@@ -837,10 +831,38 @@ def _lexical_statement(
             FROM {postings} p JOIN query ON p.term = query.term
             GROUP BY p.id
         )
-        {dense if with_dense else ""}
-        SELECT 1 AS leg, l.id, l.embedding <=> {vector} AS distance, l.score,
-               {_projected("l.payload", properties)} AS payload
-        FROM ({ranked}) l
+    """
+    projected = _projected("c.payload", properties)
+    if not hybrid:
+        sql = f"""
+            {scoring}
+            SELECT id, c.embedding <=> {vector} AS distance, NULL::int4 AS dense_rank, NULL::int4 AS lexical_rank,
+                   l.score AS lexical_score, NULL::float8 AS fused, {projected} AS payload
+            FROM ({ranked}) l JOIN {table} c USING (id)
+        """
+        return sql, args
+    sql = f"""
+        {scoring},
+        dense AS (
+            SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank FROM (
+                SELECT id, embedding <=> {vector} AS distance FROM {table}
+                WHERE {conditions}
+                ORDER BY embedding <=> {vector}
+                LIMIT {depth}
+            ) d
+        ),
+        keyword AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ({ranked}) l),
+        fused AS (
+            SELECT id, dense.rank AS dense_rank, keyword.rank AS lexical_rank, keyword.score AS lexical_score,
+                   coalesce({weight}::float8 / ({RRF_K} + dense.rank), 0)
+                   + coalesce((1 - {weight}::float8) / ({RRF_K} + keyword.rank), 0) AS fused
+            FROM dense FULL JOIN keyword USING (id)
+            ORDER BY fused DESC, id
+            LIMIT {limit}
+        )
+        SELECT id, c.embedding <=> {vector} AS distance, f.dense_rank::int4, f.lexical_rank::int4, f.lexical_score,
+               f.fused, {projected} AS payload
+        FROM fused f JOIN {table} c USING (id)
     """
     return sql, args
 
