@@ -12,6 +12,7 @@ collections_checked, characters, block_count, truncated, parent_count, started_a
 already_queued, expires_in, client_id, scopes, sign_in, matched_groups, action, ok, agent_available, llm_ms
 collections_searched
 document_hits
+dropped_sentences
 # Library options set as attributes: RE2 (line_filters), onnxruntime (SessionOptions), faiss (HNSW).
 _.log_errors, _.never_capture
 _.graph_optimization_level, _.execution_mode, _.intra_op_num_threads, _.inter_op_num_threads

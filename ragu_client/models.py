@@ -71,8 +71,11 @@ class RetrievalTimings(msgspec.Struct, frozen=True, kw_only=True):
 class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
     answer: str
     citations: list[Citation]
+    """The passages the answer cites."""
     usage: Usage
     timings: Timings
+    also_retrieved: list[Citation] = msgspec.field(default_factory=list)
+    """Passages the answer was given but does not cite."""
 
 
 class Retrieved(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,6 +105,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     timings: Timings | None
     error_code: str | None
     created_at: datetime
+    also_retrieved: list[Citation] = msgspec.field(default_factory=list)
     withheld: bool = False
 
 
@@ -151,7 +155,7 @@ class ChatRename(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Sources(msgspec.Struct, frozen=True, kw_only=True):
-    """First: the passages the answer will cite."""
+    """First: the passages the answer is given (those above the relevance floor), numbered as it may cite them."""
 
     citations: list[Citation]
 
@@ -162,6 +166,14 @@ class AnswerToken(msgspec.Struct, frozen=True, kw_only=True):
     text: str
 
 
+class Grounding(msgspec.Struct, frozen=True, kw_only=True):
+    """``declined``: no passage passed the relevance floor, so the answer says so and no model was called;
+    ``dropped_sentences``: sentences of the model's answer resting on no passage, left out."""
+
+    declined: bool
+    dropped_sentences: int
+
+
 class Done(msgspec.Struct, frozen=True, kw_only=True):
     """Last, when the answer is complete."""
 
@@ -169,6 +181,13 @@ class Done(msgspec.Struct, frozen=True, kw_only=True):
     usage: Usage
     timings: Timings
     sources_used: int
+    """How many passages the answer cites."""
+    citations: list[Citation] = msgspec.field(default_factory=list)
+    """The passages the answer cites."""
+    also_retrieved: list[Citation] = msgspec.field(default_factory=list)
+    """The passages it was given and does not cite."""
+    grounding: Grounding | None = None
+    """What grounding did to the answer."""
 
 
 AnswerEvent = Sources | AnswerToken | Done

@@ -20,10 +20,12 @@ from common.db import Database
 from common.errors import AppError, NotFound
 from common.telemetry import LlmCall
 from kappi.agent.models import Agent, AgentVersion
+from kappi.chat.followups import condensed_question
+from kappi.chat.grounding import DECLINE, Grounder, relevant, split_citations
 from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
-from kappi.llm.prompt import system_prompt_with_context
+from kappi.llm.prompt import grounded_question
 from kappi.llm.registry import LlmFallback, LlmRegistry
 from kappi.retrieval.service import Retrieval, Retriever, rerank_choice
 
@@ -51,9 +53,20 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     data: dict[str, Any]
 
 
-Step = Retrieval | Token | Usage | LlmFallback
-"""What the pipeline yields: the retrieval first, then the LLM's tokens and its usage; an :class:`LlmFallback`
-before the tokens when ``extractive`` answers for the agent's local model (not installed, loading or down)."""
+class Grounded(msgspec.Struct, frozen=True, kw_only=True):
+    """The pipeline's last step: the citation numbers the answer cites (the other passages it was given are
+    "also retrieved"), whether it declined from the retrieval scores, and how many sentences were dropped as
+    resting on no passage."""
+
+    cited: list[int]
+    declined: bool = False
+    dropped: int = 0
+    llm_fallback: LlmFallback | None = None
+    """Set when another provider answered than the agent's (its local model is not running): says which, why."""
+
+
+Step = Retrieval | Token | Usage | Grounded
+"""What the pipeline yields: the retrieval first, then the answer's checked tokens, its usage, its grounding."""
 
 
 class Answerer:
@@ -64,23 +77,52 @@ class Answerer:
 
     async def pipeline(self, prepared: Prepared) -> AsyncGenerator[Step, None]:
         """The one answer pipeline both forms consume. ``aclosing``: a client that goes away stops the
-        upstream LLM call now, not at garbage collection."""
-        retrieval = await self.retriever.retrieve(
-            prepared.agent.collections, prepared.groups, prepared.text, rerank=rerank_choice(prepared.config)
+        upstream LLM call now, not at garbage collection.
+
+        Only passages above the relevance floor reach the model; with none, the answer declines without
+        calling it. The model's text then streams through a :class:`Grounder`, and the pipeline ends with
+        the :class:`Grounded` verdict: which passages the answer cites."""
+        searched = condensed_question(prepared.text, prepared.history)
+        found = await self.retriever.retrieve(
+            prepared.agent.collections, prepared.groups, searched, rerank=rerank_choice(prepared.config)
         )
+        retrieval = msgspec.structs.replace(found, chunks=relevant(found.chunks, await self._models(found)))
         yield retrieval
+        if not retrieval.chunks and prepared.agent.collections:
+            yield Token(text=DECLINE)
+            yield Usage(input_tokens=0, output_tokens=0)
+            yield Grounded(cited=[], declined=True)
+            return
         provider, fallback = self.llms.resolve(prepared.config.llm_provider)
-        if fallback is not None:
-            yield fallback
         request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
+        # Attribution needs passages to attribute to: an agent with no collections is a plain assistant.
+        attribute = provider.reads_system_prompt and bool(request.passages)
+        grounder = Grounder(request.passages, prepared.text, attribute=attribute)
+        usage = Usage()
         with LlmCall(provider.name, prepared.config.llm_model) as call:
             async with contextlib.aclosing(provider.stream(request)) as stream:
                 async for item in stream:
                     if isinstance(item, Usage):
                         call.usage(item.input_tokens, item.output_tokens)
-                    else:
-                        call.token()
-                    yield item
+                        usage = item
+                        continue
+                    call.token()
+                    if text := grounder.feed(item.text):
+                        yield Token(text=text)
+        if rest := grounder.finish():
+            yield Token(text=rest)
+        yield usage
+        yield Grounded(cited=grounder.cited, dropped=len(grounder.dropped), llm_fallback=fallback)
+
+    async def _models(self, retrieval: Retrieval) -> dict[tuple[str, str], str]:
+        """Each found collection's embedding model, from the identities retrieval just read (cached)."""
+        keys = sorted({(c.vector_provider, c.collection) for c in retrieval.chunks})
+        statuses = await self.retriever.identities.read_many(keys) if keys else []
+        return {
+            key: status.identity.model
+            for key, status in zip(keys, statuses, strict=True)
+            if status.identity is not None
+        }
 
     async def query(self, prepared: Prepared) -> QueryAnswer:
         """A stateless answer (nothing stored); errors are raised as they are."""
@@ -90,7 +132,8 @@ class Answerer:
                 run.take(step)
         return QueryAnswer(
             answer="".join(run.parts),
-            citations=run.citations,
+            citations=run.cited,
+            also_retrieved=run.also_retrieved,
             usage=run.usage,
             timings=run.timings(answered=True),
             llm_fallback=run.llm_fallback,
@@ -141,7 +184,10 @@ class Answerer:
                     "message_id": None if saved is None else str(saved.id),
                     "usage": run.usage,
                     "timings": timings,
-                    "sources_used": len(run.citations),
+                    "sources_used": len(run.cited),
+                    "citations": run.cited,
+                    "also_retrieved": run.also_retrieved,
+                    "grounding": run.grounding,
                     "llm_fallback": run.llm_fallback,
                 },
             )
@@ -175,7 +221,8 @@ class Answerer:
                 prepared.answer_id,
                 "".join(run.parts),
                 status=status,
-                citations=run.citations,
+                citations=run.cited,
+                also_retrieved=run.also_retrieved,
                 usage=run.usage,
                 timings=timings,
                 error_code=error_code,
@@ -203,15 +250,16 @@ class AnswerStream:
 
 
 class _Run:
-    """What one answer has gathered so far: its citations, text, usage and stage clocks."""
+    """What one answer has gathered so far: the passages it was given, its text, usage, grounding and clocks."""
 
     def __init__(self) -> None:
         self.started = self.llm_started = time.perf_counter()
         self.retrieval: Retrieval | None = None
         self.citations: list[Citation] = []
+        """Every passage the answer was given, numbered as it may cite them."""
         self.parts: list[str] = []
         self.usage = Usage()
-        self.llm_fallback: LlmFallback | None = None
+        self.grounded: Grounded | None = None
 
     def take(self, step: Step) -> None:
         if isinstance(step, Retrieval):
@@ -219,10 +267,36 @@ class _Run:
             self.llm_started = time.perf_counter()
         elif isinstance(step, Token):
             self.parts.append(step.text)
-        elif isinstance(step, LlmFallback):
-            self.llm_fallback = step
+        elif isinstance(step, Grounded):
+            self.grounded = step
         else:
             self.usage = step
+
+    def _split(self) -> tuple[list[Citation], list[Citation]]:
+        # An answer cut short (an error, a client that left) has no verdict: what it was given counts as cited,
+        # so a revocation still withholds it.
+        cited = [c.citation for c in self.citations] if self.grounded is None else self.grounded.cited
+        return split_citations(self.citations, [c.citation for c in self.citations], cited)
+
+    @property
+    def grounding(self) -> dict[str, Any] | None:
+        """What grounding did: declined from the retrieval scores, or dropped sentences resting on no passage."""
+        grounded = self.grounded
+        return None if grounded is None else {"declined": grounded.declined, "dropped_sentences": grounded.dropped}
+
+    @property
+    def llm_fallback(self) -> LlmFallback | None:
+        return None if self.grounded is None else self.grounded.llm_fallback
+
+    @property
+    def cited(self) -> list[Citation]:
+        """The passages the answer cites."""
+        return self._split()[0]
+
+    @property
+    def also_retrieved(self) -> list[Citation]:
+        """The passages it was given and does not cite."""
+        return self._split()[1]
 
     def timings(self, *, answered: bool) -> Timings:
         """Per-stage milliseconds; the LLM's time only if it answered (or began to)."""
@@ -272,12 +346,11 @@ def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool)
         for n, c in enumerate(retrieval.chunks, start=1)
     ]
     config = prepared.config
+    question = grounded_question(prepared.text, passages, config.context_template) if with_system else prepared.text
     return LlmRequest(
         model=config.llm_model,
-        system=system_prompt_with_context(config.system_prompt, passages, config.context_template)
-        if with_system
-        else "",
-        messages=[*prepared.history, ChatMessage(role="user", content=prepared.text)],
+        system=config.system_prompt.strip() if with_system else "",
+        messages=[*prepared.history, ChatMessage(role="user", content=question)],
         passages=passages,
         temperature=config.temperature,
         max_tokens=config.max_tokens,

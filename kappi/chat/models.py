@@ -122,6 +122,8 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     timings: Timings | None
     error_code: str | None
     created_at: datetime
+    also_retrieved: list[Citation] = msgspec.field(default_factory=list)
+    """Passages the answer was given but does not cite (``citations`` are the ones it cites)."""
     withheld: bool = False
     """An answer that quoted a collection its owner may no longer read: its text and citations are not shown
     (nor given to the LLM as history), since access is decided now, not when it was asked."""
@@ -137,8 +139,11 @@ class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
 
     answer: str
     citations: list[Citation]
+    """The passages the answer cites."""
     usage: Usage
     timings: Timings
+    also_retrieved: list[Citation] = msgspec.field(default_factory=list)
+    """Passages the answer was given but does not cite."""
     llm_fallback: LlmFallback | None = None
     """Set when ``extractive`` answered instead of the agent's local model (not installed, refused, loading or
     down): the provider that answered and why."""

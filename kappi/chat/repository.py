@@ -15,8 +15,8 @@ from kappi.llm.base import Usage
 _CHAT = """SELECT c.id, c.agent_id, a.name AS agent_name, a.groups AS agent_groups, a.active AS agent_active,
                   c.title, c.created_at, c.updated_at
            FROM kappi.chats c JOIN kappi.agents a ON a.id = c.agent_id"""
-_MESSAGE = """SELECT id, role, content, status, agent_version, citations, usage, timings, error_code, created_at
-              FROM kappi.messages"""
+_COLUMNS = "id, role, content, status, agent_version, citations, also_retrieved, usage, timings, error_code, created_at"
+_MESSAGE = f"SELECT {_COLUMNS} FROM kappi.messages"
 
 
 class ChatRepository:
@@ -78,15 +78,16 @@ class ChatRepository:
         status: str = "complete",
         agent_version: int | None = None,
         citations: list[Citation] | None = None,
+        also_retrieved: list[Citation] | None = None,
         usage: Usage | None = None,
         timings: Timings | None = None,
         error_code: str | None = None,
     ) -> Message:
         record = await self.conn.fetchrow(
-            """INSERT INTO kappi.messages
-                   (id, chat_id, role, content, status, agent_version, citations, usage, timings, error_code)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-               RETURNING id, role, content, status, agent_version, citations, usage, timings, error_code, created_at""",
+            f"""INSERT INTO kappi.messages (id, chat_id, role, content, status, agent_version, citations,
+                                            also_retrieved, usage, timings, error_code)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                RETURNING {_COLUMNS}""",
             message_id,
             chat_id,
             role,
@@ -94,6 +95,7 @@ class ChatRepository:
             status,
             agent_version,
             _builtins(citations or []),
+            _builtins(also_retrieved or []),
             _builtins(usage),
             _builtins(timings),
             error_code,
@@ -111,13 +113,15 @@ class ChatRepository:
         usage: Usage,
         timings: Timings,
         error_code: str | None,
+        also_retrieved: list[Citation] | None = None,
     ) -> Message | None:
         """Complete a ``pending`` answer in place; ``None`` when there is none (its chat was deleted meanwhile)."""
         record = await self.conn.fetchrow(
-            """UPDATE kappi.messages
-               SET content = $2, status = $3, citations = $4, usage = $5, timings = $6, error_code = $7
-               WHERE id = $1 AND status = 'pending'
-               RETURNING id, role, content, status, agent_version, citations, usage, timings, error_code, created_at""",
+            f"""UPDATE kappi.messages
+                SET content = $2, status = $3, citations = $4, usage = $5, timings = $6, error_code = $7,
+                    also_retrieved = $8
+                WHERE id = $1 AND status = 'pending'
+                RETURNING {_COLUMNS}""",
             message_id,
             content,
             status,
@@ -125,6 +129,7 @@ class ChatRepository:
             _builtins(usage),
             _builtins(timings),
             error_code,
+            _builtins(also_retrieved or []),
         )
         if record is None:
             return None

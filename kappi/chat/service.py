@@ -76,10 +76,11 @@ def visible(agent: AgentT | None, agent_id: UUID, principal: Principal) -> Agent
 
 async def withhold(messages: list[Message], groups: frozenset[str], identities: IdentityReader) -> list[Message]:
     """Answers that cite a collection these groups may not read now — its groups changed, or it is gone — come
-    back without their text and citations. History shows what the user may read today, and a revocation applies
+    back without their text and citations; an answer that was only *given* such passages, citing none, stays
+    (those passages are hidden). History shows what the user may read today, and a revocation applies
     to past answers as it does to the next question. Identities are read live: no chunk filter stands behind
     this decision, so a cached identity could show a revoked answer."""
-    cited = sorted({(c.vector_provider, c.collection) for m in messages for c in m.citations})
+    cited = sorted({(c.vector_provider, c.collection) for m in messages for c in (*m.citations, *m.also_retrieved)})
     if not cited:
         return messages
     statuses = await identities.read_live(cited)
@@ -88,11 +89,20 @@ async def withhold(messages: list[Message], groups: frozenset[str], identities: 
         if status.identity is not None and readable(status.identity, groups)
     }  # fmt: skip
     return [
-        m
+        _readable_part(m, readable_now)
         if all((c.vector_provider, c.collection) in readable_now for c in m.citations)
-        else msgspec.structs.replace(m, content="", citations=[], withheld=True)
+        else msgspec.structs.replace(m, content="", citations=[], also_retrieved=[], withheld=True)
         for m in messages
     ]
+
+
+def _readable_part(message: Message, readable_now: set[tuple[str, str]]) -> Message:
+    """An answer the user may still read: only an answer's *cited* passages decide that (its stored sources
+    are what it drew on); passages it was given without citing them are hidden when unreadable now."""
+    shown = [c for c in message.also_retrieved if (c.vector_provider, c.collection) in readable_now]
+    return (
+        message if len(shown) == len(message.also_retrieved) else msgspec.structs.replace(message, also_retrieved=shown)
+    )
 
 
 class ChatService:

@@ -1,0 +1,287 @@
+"""Answers that say only what their sources support: the relevance floor, citation checks and attribution.
+
+Small local models (Qwen2.5 0.5B/1.5B, SmolLM2) neither cite nor decline when told to, so the pipeline enforces
+both instead of asking:
+
+- :func:`relevant` keeps only passages close enough to the question, before any model sees them: each passage's
+  cosine similarity (``1 - distance``, whatever retrieval scored it with) must reach an absolute floor per
+  embedding model and a share of the best hit's. With nothing left, the answer is :data:`DECLINE`, no model
+  called (calibrated on SciFact: ``bench/relevance_floor.py``).
+- :class:`Grounder` reads the model's output as it streams: a ``[n]`` naming no passage is removed (a marker
+  split across tokens, ``[1`` then ``2]``, is held back until it is whole); with attribution on, each sentence is
+  held until it ends and then given the citation of the passage it rests on when it cites none (lexical overlap
+  of its own words with the passage's, :func:`support`), and a sentence resting on no passage is dropped.
+- The answer's ``citations`` are then the passages it cites; the others are ``also_retrieved``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from kappi.llm.base import Passage
+from kappi.llm.extractive import STOP_WORDS, question_stems
+from kappi.llm.prompt import ANSWER_RULES
+from kappi.retrieval.service import RetrievedChunk
+
+T = TypeVar("T")
+
+DECLINE = "The documents you have access to do not answer this question."
+"""The whole answer when no passage passes the floor: said from the retrieval scores, before any model runs."""
+UNSUPPORTED_ONLY = "The model's answer was not supported by the documents, so it is not shown."
+"""The answer when every sentence the model wrote was dropped as resting on no passage."""
+
+RELATIVE_FLOOR = 0.8
+"""A passage's cosine must be at least this share of the best hit's (same embedding model)."""
+ABSOLUTE_FLOORS: Mapping[str, float] = {"all-MiniLM-L6-v2": 0.4}
+"""Cosine floor per embedding model (``bench/relevance_floor.py`` on SciFact); models not listed have none."""
+SUPPORT_THRESHOLD = 0.5
+"""Share of a sentence's own content words that a passage must contain for the sentence to rest on it."""
+
+_MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
+_PARTIAL_MARKER = re.compile(r"\[[\d,\s]{0,24}$")
+"""A marker still being written at the end of the text: held back until it closes or cannot be one."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])((?:[ \t]*\[[\d,\s]*\])*)([ \t]+|\n+)(?=[^\s\[])|(\n+)(?=\S)")
+"""A sentence's end: its terminator, any markers after it ("per year. [2]"), then a space or a line break before
+the next sentence's first character (so a marker that may still follow is waited for); or a line break."""
+_CITED_NUMBERS = re.compile(r"\[(\d{1,4})\]")
+_PUNCTUATION_AFTER = frozenset(".,;:!?)")
+_DECLINING = re.compile(
+    r"\b(?:i (?:do not|don't|cannot|can't) (?:know|find|answer|tell)|not (?:mentioned|stated|provided|specified)"
+    r"|(?:sources?|documents?|context|passages?) (?:do(?:es)? not|don't|doesn't) (?:say|mention|contain|answer))",
+    re.IGNORECASE,
+)
+
+
+def cosine(chunk: RetrievedChunk) -> float:
+    """The chunk's cosine similarity to the question, whatever its ``score`` (fused in hybrid retrieval) is."""
+    return 1.0 - chunk.distance
+
+
+def relevant(
+    chunks: Sequence[RetrievedChunk],
+    models: Mapping[tuple[str, str], str],
+    *,
+    relative: float = RELATIVE_FLOOR,
+    absolute: Mapping[str, float] = ABSOLUTE_FLOORS,
+) -> list[RetrievedChunk]:
+    """The chunks that pass both floors, in retrieval's order.
+
+    Args:
+        chunks: What retrieval found.
+        models: Each collection's embedding model, by ``(vector_provider, collection)``: cosines of different
+            models are not comparable, so each model's chunks are held to their own best hit and floor.
+        relative: The share of the best hit's cosine a chunk must reach.
+        absolute: The cosine floor per model.
+    """
+    best: dict[str, float] = {}
+    for chunk in chunks:
+        model = models.get((chunk.vector_provider, chunk.collection), "")
+        best[model] = max(best.get(model, -1.0), cosine(chunk))
+    kept = []
+    for chunk in chunks:
+        model = models.get((chunk.vector_provider, chunk.collection), "")
+        similarity = cosine(chunk)
+        if similarity >= absolute.get(model, -1.0) and similarity >= relative * best[model]:
+            kept.append(chunk)
+    return kept
+
+
+def _content_stems(text: str) -> list[str]:
+    """The stems of a text's words that are not stop words, numbers left out (:func:`_numbers` has them)."""
+    return [s for s in question_stems(text) if s not in STOP_WORDS and not s.isdigit()]
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+_PASSAGE_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers a text states ("5432", "0.5", "25"), citation markers and list numbering left out."""
+    text = _CITED_NUMBERS.sub(" ", text)
+    text = re.sub(r"^\s*\d+[.)]\s", " ", text)
+    return {n.rstrip(".,") for n in _NUMBER.findall(text)}
+
+
+def _passage_words(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _states_numbers(passage: str, numbers: set[str], stems: Sequence[str]) -> bool:
+    """Whether one sentence of the passage states all these numbers with most of the claim's words in it or
+    the two sentences before it (where its subject often is): a number found elsewhere in a passage full of
+    numbers is no evidence, and small models invent "0" and "25"."""
+    sentences = [s for s in _PASSAGE_SENTENCES.split(passage) if s.strip()]
+    for at, sentence in enumerate(sentences):
+        if numbers <= _numbers(sentence):
+            window = _passage_words(" ".join(sentences[max(0, at - 2) : at + 1]))
+            if sum(f" {s}" in window for s in stems) * 2 > len(stems):
+                return True
+    return False
+
+
+def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[int | None, float]:
+    """The passage a sentence rests on and how well, from 0 to 1: the share of its own content words (those not
+    merely echoing the question) that the passage contains, and 0 unless one sentence of the passage states
+    each number the sentence states. ``(None, 0.0)`` when no passage has any of it.
+
+    A sentence that only restates the question's words is judged on those words instead.
+    """
+    stems = _content_stems(sentence)
+    numbers = _numbers(sentence)
+    asked = set(question_stems(question))
+    own = [s for s in stems if s not in asked] or stems
+    if not own and not numbers:
+        return None, 0.0
+    claim = stems or [s for s in asked if not s.isdigit()]
+    best: tuple[int | None, float] = (None, 0.0)
+    for passage in passages:
+        if numbers and not _states_numbers(passage.text, numbers, claim):
+            continue
+        words = _passage_words(passage.text)
+        share = sum(f" {s}" in words for s in own) / len(own) if own else 1.0
+        if share > best[1]:
+            best = (passage.citation, share)
+    return best
+
+
+def _bare(text: str) -> str:
+    return " ".join(re.findall(r"\w+", _CITED_NUMBERS.sub(" ", text).lower()))
+
+
+def echoes(sentence: str, prompt: str) -> bool:
+    """Whether the sentence repeats the prompt's own words (its rules, "Question: ..."), not an answer."""
+    bare = _bare(sentence)
+    return bare.startswith("question ") or (len(bare.split()) >= 5 and bare in _bare(prompt))
+
+
+def declines(sentence: str) -> bool:
+    """Whether the sentence says the sources do not answer (kept without a citation: it claims nothing)."""
+    return bool(_DECLINING.search(sentence))
+
+
+@dataclass
+class Grounder:
+    """Checks one answer's text as it streams; :meth:`feed` each token, then :meth:`finish`.
+
+    Args:
+        passages: What the model was given, numbered as it was told to cite them.
+        question: The user's question (a sentence's words that only echo it are no evidence).
+        attribute: Hold each sentence until it ends, cite the passage it rests on when it cites none, and drop
+            it when it rests on none. Off for the extractive provider, whose every line is a cited quotation.
+    """
+
+    passages: Sequence[Passage]
+    question: str
+    attribute: bool = True
+    threshold: float = SUPPORT_THRESHOLD
+    boilerplate: str = ANSWER_RULES
+    """The prompt's own instructions: a sentence repeating them is dropped (small models echo their prompt)."""
+    cited: list[int] = field(default_factory=list)
+    """Citation numbers the answer cites, in the order it first cites them."""
+    dropped: list[str] = field(default_factory=list)
+    """Sentences dropped as resting on no passage."""
+    kept_sentences: int = 0
+    _pending: str = ""
+
+    def __post_init__(self) -> None:
+        self._numbers = {p.citation for p in self.passages}
+
+    def feed(self, text: str) -> str:
+        """What of the answer can be shown now: checked markers, and (attributing) whole sentences only."""
+        self._pending += text
+        if self.attribute:
+            return self._complete_sentences(final=False)
+        return self._checked_prefix(final=False)
+
+    def finish(self) -> str:
+        """The rest of the answer, once the model has finished."""
+        out = self._complete_sentences(final=True) if self.attribute else self._checked_prefix(final=True)
+        if self.attribute and self.kept_sentences == 0 and self.dropped:
+            return out + UNSUPPORTED_ONLY
+        return out
+
+    def _checked_prefix(self, *, final: bool) -> str:
+        """The pending text with its markers checked, minus a trailing marker still being written."""
+        text = self._pending
+        hold = "" if final else _held_tail(text)
+        ready = text[: len(text) - len(hold)]
+        self._pending = hold
+        return self._check_markers(ready)
+
+    def _check_markers(self, text: str) -> str:
+        """``text`` with every marker checked: numbers of no passage removed, the rest recorded as cited."""
+        pieces: list[str] = []
+        at = 0
+        for match in _MARKER.finditer(text):
+            before = text[at : match.start()]
+            valid = [int(n) for n in re.split(r"\s*,\s*", match.group(1)) if int(n) in self._numbers]
+            if valid:
+                pieces.append(before + "".join(f"[{n}]" for n in valid))
+                self._cite(valid)
+            else:
+                after = text[match.end() : match.end() + 1]
+                pieces.append(before.rstrip(" ") if (not after or after in _PUNCTUATION_AFTER) else before)
+            at = match.end()
+        pieces.append(text[at:])
+        return "".join(pieces)
+
+    def _cite(self, numbers: Iterable[int]) -> None:
+        for n in numbers:
+            if n not in self.cited:
+                self.cited.append(n)
+
+    def _complete_sentences(self, *, final: bool) -> str:
+        pieces = []
+        while (end := _SENTENCE_END.search(self._pending)) is not None:
+            sentence = self._pending[: end.start()] + (end.group(1) or "")
+            gap = end.group(2) if end.group(2) is not None else end.group(3)
+            self._pending = self._pending[end.end() :]
+            pieces.append(self._grounded(sentence, gap))
+        if final and self._pending:
+            pieces.append(self._grounded(self._pending, ""))
+            self._pending = ""
+        return "".join(pieces)
+
+    def _grounded(self, sentence: str, gap: str) -> str:
+        """One whole sentence: markers checked; cited from its support when it cites nothing; or dropped."""
+        if self.boilerplate and echoes(sentence, self.boilerplate):
+            self.dropped.append(sentence.strip())
+            return ""
+        checked = self._check_markers(sentence)
+        if not checked.strip():
+            return gap if checked or gap.count("\n") else ""
+        if _CITED_NUMBERS.search(checked) or declines(checked) or _is_structural(checked):
+            self.kept_sentences += 1
+            return checked + gap
+        citation, share = support(checked, self.question, self.passages)
+        if citation is None or share < self.threshold:
+            self.dropped.append(checked.strip())
+            return ""
+        self._cite([citation])
+        self.kept_sentences += 1
+        stripped = checked.rstrip()
+        return f"{stripped} [{citation}]{checked[len(stripped) :]}{gap}"
+
+
+def _is_structural(sentence: str) -> bool:
+    """A heading or list lead-in ("Here are the steps:") claims nothing by itself."""
+    text = sentence.strip()
+    return text.endswith(":") or len(_content_stems(text)) == 0
+
+
+def _held_tail(text: str) -> str:
+    """The end of ``text`` that may still become a marker: ``[``, ``[1``, ``[1, 2``."""
+    match = _PARTIAL_MARKER.search(text)
+    return "" if match is None else match.group(0)
+
+
+def split_citations(given: Sequence[T], numbers: Sequence[int], cited: Sequence[int]) -> tuple[list[T], list[T]]:
+    """``given`` split into what the answer cites (in citation order) and the rest (as retrieved)."""
+    chosen = set(cited)
+    return (
+        [item for n, item in zip(numbers, given, strict=True) if n in chosen],
+        [item for n, item in zip(numbers, given, strict=True) if n not in chosen],
+    )
