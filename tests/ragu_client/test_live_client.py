@@ -166,7 +166,7 @@ async def test_errors_raise_the_clients_exception_with_the_servers_code(live: Li
         with pytest.raises(RaguError) as unknown:
             await KappiRetriever(str(uuid.uuid4()), alice).retrieve(QUESTION)
         with pytest.raises(RaguError) as too_many:
-            await alice.retrieve(live.agent_id, QUESTION, top_k=51)
+            await alice.retrieve(live.agent_id, QUESTION, top_k=201)
     assert (unknown.value.status, unknown.value.code) == (404, "agent_not_found")
     assert (too_many.value.status, too_many.value.code) == (400, "invalid_request")
     forged = mint_dev_token(load_settings({}, auth_hs256_secret="another-secret-0123456789abcdef-xyz"), subject="eve")
