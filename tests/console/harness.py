@@ -53,7 +53,9 @@ def running_platform(port: int, **settings: str) -> Iterator[str]:
     workdir = Path(tempfile.mkdtemp(prefix="ragu-console-"))
     workdir.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_") and k != "DATABASE_URL"}
-    env.update(RAGU_DATA_DIR=str(workdir / "data"), RAGU_PORT=str(port), **settings)
+    # No embedded LLM unless a test asks: what the tests expect must not depend on whether one is installed.
+    env.update(RAGU_DATA_DIR=str(workdir / "data"), RAGU_PORT=str(port), RAGU_LOCAL_LLM_MODEL="none")
+    env.update(settings)
     log = (workdir / "serve.log").open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "ragu.cli", "serve"], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT

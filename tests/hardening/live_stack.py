@@ -169,6 +169,7 @@ async def served(prefix: str, secret: str, **extra_env: str) -> AsyncIterator[Se
                 "RAGU_DATA_DIR": settings.data_dir,
                 "RAGU_AUTH_HS256_SECRET": secret,
                 "RAGU_AUTO_MIGRATE": "false",
+                "RAGU_LOCAL_LLM_MODEL": "none",  # unless a test asks: results must not depend on what is installed
                 **extra_env,
             }
             server = RaguServer(env=env, log=folder / "serve.log")

@@ -115,6 +115,7 @@ async def _running(folder: Path) -> AsyncIterator[Stack]:
                 "RAGU_OPENAI_BASE_URL": llm.base_url,
                 "RAGU_OPENAI_MODELS": "standin",
                 "RAGU_LLM_TIMEOUT_SECONDS": "20",
+                "RAGU_LOCAL_LLM_MODEL": "none",  # the answers come from the stand-in, whatever else is installed
             }
             server = RaguServer(env=env, log=folder / "serve.log")
             try:

@@ -1,7 +1,7 @@
 // Admin: agents (create, edit, activate, versions), their collections (top_k, max_distance, instruction, retrieval
 // mode and weight, tag/label filters), and access.
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, notice, errorLine } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, notice, errorLine, uid } from "./ui.js";
 
 export async function agentsScreen(main, services) {
   const base = services.kappi;
@@ -42,7 +42,8 @@ export async function agentsScreen(main, services) {
 
 export async function agentScreen(main, services, id) {
   const base = services.kappi;
-  const [agent, collections] = await Promise.all([api.get(`${base}/admin/agents/${id}`), api.get(`${services.chonkit}/collections`)]);
+  const [agent, collections, llms] = await Promise.all([
+    api.get(`${base}/admin/agents/${id}`), api.get(`${services.chonkit}/collections`), api.get(`${base}/admin/llms`)]);
   const assignments = h("section", { class: "card", "aria-labelledby": "assigned" });
   const reload = async () => renderAssignments(base, await api.get(`${base}/admin/agents/${id}`), assignments, reload);
   renderAssignments(base, agent, assignments, reload);
@@ -54,7 +55,7 @@ export async function agentScreen(main, services, id) {
   replace(main,
     h("p", {}, h("a", { href: "#/agents" }, "← All agents")),
     title,
-    h("div", { class: "grid" }, editForm(base, agent, onSaved), assignForm(base, id, collections, reload)),
+    h("div", { class: "grid" }, editForm(base, agent, onSaved, llms), assignForm(base, id, collections, reload)),
     assignments, versions, accessView(base, id));
   await showVersions(base, agent, versions);
 }
@@ -94,7 +95,32 @@ const rounded = (x) => Math.round(x * 100) / 100;
 /** "gpt-4o-mini (openai)"; a provider whose one model shares its name ("extractive") is named once. */
 const llmName = (provider, model) => (model === provider ? model : `${model} (${provider})`);
 
-function editForm(base, agent, onSaved) {
+/** The LLM fields: a provider picked from those this kappi offers (GET /admin/llms), and a model suggested from
+ * the provider's list (typed freely for a server that lists none). An agent's provider that is gone stays shown. */
+function llmFields(agent, llms) {
+  const offers = new Map(llms.providers.map((offer) => [offer.provider, offer]));
+  const current = agent.config.llm_provider;
+  const names = offers.has(current) ? [...offers.keys()] : [...offers.keys(), current];
+  const label = (name) => {
+    const status = offers.get(name)?.status;
+    if (!offers.has(name)) return `${name} (not available here)`;
+    return status === "ready" ? name : `${name} (${status === "starting" ? "loading" : "stopped"})`;
+  };
+  const provider = h("select", { name: "llm_provider" },
+    names.map((name) => h("option", { value: name, selected: name === current }, label(name))));
+  const suggestions = h("datalist", { id: uid("llm-models") });
+  const model = h("input", { type: "text", name: "llm_model", value: agent.config.llm_model, list: suggestions.id });
+  const suggest = () => replace(suggestions, (offers.get(provider.value)?.models || []).map((m) => h("option", { value: m })));
+  provider.addEventListener("change", () => {
+    const models = offers.get(provider.value)?.models || [];
+    if (models.length && !models.includes(model.value)) model.value = models[0];
+    suggest();
+  });
+  suggest();
+  return h("div", { class: "row" }, h("label", {}, "LLM provider", provider), h("label", {}, "Model", model, suggestions));
+}
+
+function editForm(base, agent, onSaved, llms) {
   const message = messageArea();
   const submit = h("button", { type: "submit" }, "Save changes");
   const toggle = h("button", { type: "button", class: "secondary" }, agent.active ? "Deactivate" : "Activate");
@@ -103,9 +129,7 @@ function editForm(base, agent, onSaved) {
     field("Name", { name: "name", required: true, value: agent.name }),
     field("Description", { name: "description", value: agent.description }),
     field("Groups that may use it (comma-separated; empty = everyone)", { name: "groups", value: agent.groups.join(", ") }),
-    h("div", { class: "row" },
-      field("LLM provider", { name: "llm_provider", value: agent.config.llm_provider }),
-      field("Model", { name: "llm_model", value: agent.config.llm_model })),
+    llmFields(agent, llms),
     h("div", { class: "row" },
       field("Temperature", { name: "temperature", type: "number", min: 0, max: 2, step: "0.1", value: rounded(agent.config.temperature) }),
       field("Max answer tokens", { name: "max_tokens", type: "number", min: 1, max: 32000, value: agent.config.max_tokens })),
