@@ -13,6 +13,11 @@ already_queued, expires_in, client_id, scopes, sign_in, matched_groups, action, 
 collections_searched
 document_hits
 dropped_sentences
+# The LLM catalog's fields (GET /kappi/admin/llms), serialised by name.
+default_model
+# llama.cpp's server options set as attributes (ragu/local_llm.py, xllamacpp.CommonParams).
+_.model_alias, _.hostnames, _.n_parallel, _.n_ctx, _.n_threads, _.cache_ram_mib, _.endpoint_slots, _.endpoint_metrics
+_.ui
 # Library options set as attributes: RE2 (line_filters), onnxruntime (SessionOptions), faiss (HNSW).
 _.log_errors, _.never_capture
 _.graph_optimization_level, _.execution_mode, _.intra_op_num_threads, _.inter_op_num_threads

@@ -33,7 +33,7 @@ from typing import IO
 
 from common.config import Settings
 from common.errors import InvalidInput
-from kappi.llm.local_models import ChecksumMismatch, LocalModel, find_local_model
+from kappi.llm.local_models import ChecksumMismatch, LocalModel, find_local_model, installed_models
 
 logger = logging.getLogger(__name__)
 
@@ -145,10 +145,6 @@ class LocalLlmServer:
                 self.model, code, self.log_path,
             )  # fmt: skip
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Block until the model is loaded (tests and the CLI; the services never wait)."""
-        return self._ready.wait(timeout) and self.status() == "ready"
-
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after :data:`STOP_GRACE_SECONDS`."""
         process = self._process
@@ -191,6 +187,8 @@ def local_llm_for(settings: Settings) -> tuple[LocalLlmServer | None, str | None
         logger.error("%s; answers use extractive instead", exc.detail)
         return None, exc.detail
     if model is None:
+        if others := installed_models():
+            logger.info("no recommended local LLM installed; to serve %s, name it in RAGU_LOCAL_LLM_MODEL", others)
         return None, None
     server = LocalLlmServer(
         model,

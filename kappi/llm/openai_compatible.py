@@ -101,11 +101,6 @@ class OpenAICompatibleProvider:
     def models(self) -> list[str]:
         return list(self._models)
 
-    @property
-    def in_flight(self) -> int:
-        """Answers streaming now (or waiting for the server's first byte)."""
-        return self._in_flight
-
     async def stream(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
         """The answer's events; with ``max_concurrent``, refused with ``llm_busy`` when that many are streaming."""
         if self._max_concurrent is not None and self._in_flight >= self._max_concurrent:

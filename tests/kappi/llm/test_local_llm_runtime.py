@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
@@ -42,7 +43,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalLlmServer]
     server = smollm2_server(tmp_path_factory.mktemp("local-llm"))
     server.start()
     try:
-        assert server.wait_ready(120), server.log_path.read_text()[-3000:]
+        deadline = time.monotonic() + 120
+        while server.status() == "starting" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.status() == "ready", server.log_path.read_text()[-3000:]
         yield server
     finally:
         server.stop()
@@ -177,5 +181,5 @@ async def test_when_the_server_stops_answers_fall_back_to_extractive_and_say_why
 
 
 def _in_flight(provider: object) -> int:
-    count: int = getattr(provider, "in_flight")  # noqa: B009 - the OpenAI-compatible provider's, not the port's
+    count: int = getattr(provider, "_in_flight")  # noqa: B009 - the OpenAI-compatible provider's count, not the port's
     return count
