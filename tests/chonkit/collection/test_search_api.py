@@ -326,3 +326,19 @@ async def test_tags_and_label_changed_on_a_document_reach_its_chunks(
     await drain(worker)
     assert (await search(chonkit, collection["id"], **policy))["hits"] == []
     assert await conn.fetchval("SELECT count(*) FROM chonkit.pending_document_updates") == 0
+
+
+async def test_the_openapi_schema_describes_the_bench_controls_and_the_legs(chonkit: httpx.AsyncClient) -> None:
+    """Clients read the stable names and their meaning from the schema, not from our source."""
+    schemas = (await chonkit.get("/docs/openapi.json")).json()["components"]["schemas"]
+
+    legs = schemas["HitLegs"]["properties"]
+    assert set(legs) == {"dense_rank", "lexical_rank", "lexical_score", "fused_score"}
+    assert all(field["description"] for field in legs.values())
+    request = schemas["SearchRequest"]["properties"]
+    assert request["mode"]["enum"] == ["dense", "lexical", "hybrid"]
+    assert (request["mode"]["default"], request["dense_weight"]["default"]) == ("hybrid", 0.5)
+    assert request["limit"]["maximum"] == 200
+    for field in ("mode", "dense_weight", "tags", "labels", "group_by", "limit"):
+        assert request[field]["description"], field
+    assert schemas["MatchedChunk"]["properties"]["chunk_count"]["description"]
