@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import aclosing
@@ -183,3 +186,50 @@ async def test_when_the_server_stops_answers_fall_back_to_extractive_and_say_why
 def _in_flight(provider: object) -> int:
     count: int = getattr(provider, "_in_flight")  # noqa: B009 - the OpenAI-compatible provider's count, not the port's
     return count
+
+
+PARENT = """
+import sys, time
+from pathlib import Path
+from kappi.llm.local_models import find_local_model
+from ragu.local_llm import LocalLlmServer
+model = find_local_model(sys.argv[1], None, Path(sys.argv[2]))
+server = LocalLlmServer(model, threads=1, slots=1, queue=0, context=512, log_path=Path(sys.argv[2]) / "llm.log")
+server.start()
+while server.status() == "starting":
+    time.sleep(0.1)
+print(server.pid, server.status(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_model_process_dies_with_its_parent_even_by_sigkill(tmp_path: Path) -> None:
+    """``ragu serve`` killed by the OOM killer or ``kill -9`` runs no shutdown code: the child must go by itself."""
+    parent = subprocess.Popen(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", PARENT, TEST_MODEL, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        pid, status = parent.stdout.readline().split()
+        assert status == "ready"
+        os.kill(int(pid), 0)  # alive
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 30
+        while _alive(int(pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(int(pid)), "the llama.cpp process outlived its killed parent"
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for init to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
