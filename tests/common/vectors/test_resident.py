@@ -26,7 +26,7 @@ from common.db.database import Pool, init_connection
 from common.db.embedded import ensure_database, with_database
 from common.vectors import SearchFilter, VectorRecord, changes
 from common.vectors import resident as resident_module
-from common.vectors.base import Search
+from common.vectors.base import Search, SearchHit
 from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.resident import FLAT_UP_TO, ResidentVectors
 from schemas.models import Identity
@@ -326,11 +326,20 @@ async def test_a_search_the_copy_declines_reaches_postgres_once(
     assert identity.name in resident.status.in_memory()  # the copy was there, and declined
 
 
-async def test_tag_and_label_filters_and_lexical_searches_are_postgres_answers(
-    resident: ResidentVectors, writer: PgVectorStore, writer_pool: Pool
+def alike(ours: list[SearchHit], sql: list[SearchHit]) -> bool:
+    """The same hits, payloads, scores and legs; distances equal to float32 precision (the copy's dense leg
+    computes them in float32)."""
+    return [(h.id, h.payload, h.score, h.legs) for h in ours] == [
+        (h.id, h.payload, h.score, h.legs) for h in sql
+    ] and all(math.isclose(a.distance, b.distance, abs_tol=1e-6) for a, b in zip(ours, sql, strict=True))
+
+
+async def test_tag_label_lexical_and_hybrid_searches_answer_as_postgres_does(
+    resident: ResidentVectors, writer: PgVectorStore, writer_pool: Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The copy holds no term statistics and does not filter on tags or labels: such searches go to PostgreSQL
-    even while the copy is in service, so they answer exactly as SQL does (regression: a tag filter was ignored)."""
+    """Tag and label filters, which the copy does not hold, and lexical searches go to PostgreSQL even while the
+    copy is in service (regression: a tag filter was ignored); a hybrid search takes its dense leg from the copy
+    and only its lexical leg from PostgreSQL, and answers as the SQL hybrid search does."""
     identity, vectors = await collection(writer, 300, seed=41)
     async with writer_pool.acquire() as conn:
         await conn.execute(
@@ -339,22 +348,35 @@ async def test_tag_and_label_filters_and_lexical_searches_are_postgres_answers(
             "WHERE (payload->>'chunk_index')::int % 2 = 0"
         )
     await until_resident(resident, identity.name, vectors[0])
+    legs_asked: list[str] = []
+    search = PgVectorStore.search
+
+    async def recorded(store: PgVectorStore, *args: Any, **kwargs: Any) -> list[SearchHit]:
+        legs_asked.append(kwargs.get("mode", "dense"))
+        return await search(store, *args, **kwargs)
+
+    monkeypatch.setattr(PgVectorStore, "search", recorded)
     searches = [
         {"where": SearchFilter(tags=frozenset({"even"}))},
         {"where": SearchFilter(labels=frozenset({"even"}))},
         {"text": "chunk 17", "mode": "lexical"},
-        {"text": "chunk 17", "mode": "hybrid"},
         {"text": "chunk 17", "mode": "hybrid", "where": SearchFilter(tags=frozenset({"even"}))},
+        {"text": "chunk 17", "mode": "hybrid"},
+        {"text": "chunk 17", "mode": "hybrid", "dense_weight": 0.9, "max_distance": 0.8},
     ]
     for asked in searches:
         for query in vectors[:5]:
-            ours = await resident.search(identity.name, query, limit=6, properties=PROPERTIES, **asked)  # type: ignore[arg-type]
             sql = await writer.search(identity.name, query, limit=6, properties=PROPERTIES, **asked)  # type: ignore[arg-type]
-            assert ours == sql, asked
+            legs_asked.clear()
+            ours = await resident.search(identity.name, query, limit=6, properties=PROPERTIES, **asked)  # type: ignore[arg-type]
+            hybrid_in_memory = asked.get("mode") == "hybrid" and "where" not in asked
+            assert legs_asked == (["lexical"] if hybrid_in_memory else [asked.get("mode", "dense")]), asked
+            assert alike(ours, sql), asked
             [many] = await resident.search_many(
                 [Search(name=identity.name, vector=query, limit=6, properties=PROPERTIES, **asked)]  # type: ignore[arg-type]
             )
-            assert many == sql, asked
+            assert isinstance(many, list)
+            assert alike(many, sql), asked
             if "where" in asked:
                 assert all(hit.payload["chunk_index"] % 2 == 0 for hit in ours)
     assert identity.name in resident.status.in_memory()  # the copy was there throughout
