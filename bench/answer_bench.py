@@ -75,6 +75,9 @@ NAIVE_TOP_K = 5
 STREAMED_QUESTIONS = {"quick": 4, "full": 12}
 """Questions asked through the stream (and of the raw server) per model provider; extractive streams all."""
 LLM_TIMEOUT = 300.0
+ANSWER_MAX_TOKENS = 256
+"""Every model answer's bound (Ragu's agents and the naive peer alike): a short fact needs far fewer, and a small
+model that rambles would otherwise cost minutes per question on two shared cores."""
 LOCAL_READY_SECONDS = 180.0
 """How long the embedded model may take to load before the local provider is reported as not running."""
 QUICK_MODEL = "smollm2-135m-instruct-q4_1"
@@ -510,16 +513,26 @@ class Llama:
 
 
 async def llama_stream(
-    client: httpx.AsyncClient, llama: Llama, messages: list[dict[str, str]], *, temperature: float, max_tokens: int
+    client: httpx.AsyncClient,
+    llama: Llama,
+    messages: list[dict[str, str]],
+    *,
+    temperature: float,
+    max_tokens: int,
+    fresh: bool = False,
+    first_only: bool = False,
 ) -> Streamed:
-    """One chat completion streamed straight from the server: its text, time to first content, usage."""
-    body = {
+    """One chat completion streamed straight from the server: its text, time to first content, usage.
+    ``fresh``: llama.cpp may reuse no cached prefix of the prompt (``cache_prompt: false``); ``first_only``: stop
+    reading (closing the stream, which ends the generation) at the first text."""
+    body: dict[str, Any] = {
         "model": llama.model,
         "messages": messages,
         "temperature": temperature,
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
+        "cache_prompt": not fresh,
     }
     started = time.perf_counter()
     first: float | None = None
@@ -538,6 +551,8 @@ async def llama_stream(
                 if piece := (choice.get("delta") or {}).get("content"):
                     first = first or time.perf_counter()
                     text.append(piece)
+            if first is not None and first_only:
+                break
     return Streamed(
         text="".join(text),
         ttft_ms=None if first is None else round((first - started) * 1000, 1),
@@ -560,9 +575,11 @@ def naive_messages(question: str, passages: Sequence[dict[str, Any]]) -> list[di
 
 def ragu_messages(agent: dict[str, Any], sources: Sequence[dict[str, Any]], question: str) -> list[dict[str, str]]:
     """The messages kappi sends its model for a first question, rebuilt with kappi's own prompt functions from
-    the passages the stream's ``sources`` event listed: the raw server's half of the time-to-first-token ratio."""
+    the passages the stream's ``sources`` event listed (as ``kappi.chat.answering`` composes them: the agent's
+    instructions as system, then sources, question and rules in the user's turn): the raw server's half of the
+    time-to-first-token ratio. The result's prompt token counts, side by side, show the two prompts agree."""
     from kappi.llm.base import Passage
-    from kappi.llm.prompt import system_prompt_with_context
+    from kappi.llm.prompt import grounded_question
 
     instructions = {c["name"]: c["instruction"] for c in agent["collections"]}
     passages = [
@@ -580,8 +597,9 @@ def ragu_messages(agent: dict[str, Any], sources: Sequence[dict[str, Any]], ques
         for s in sources
     ]
     config = agent["config"]
-    system = system_prompt_with_context(config["system_prompt"], passages, config["context_template"])
-    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    user = grounded_question(question, passages, config["context_template"])
+    system = [{"role": "system", "content": config["system_prompt"].strip()}] if config["system_prompt"].strip() else []
+    return [*system, {"role": "user", "content": user}]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -648,7 +666,8 @@ async def _ingest(chonkit: Any, pages: Sequence[Page]) -> dict[str, str]:
 
 async def make_agent(admin: httpx.AsyncClient, name: str, llm: dict[str, str]) -> dict[str, Any]:
     """An agent over the three collections (top :data:`TOP_K` each, the collection's instruction line)."""
-    created = await admin.post("/kappi/admin/agents", json={"name": name, **llm})
+    body = {"name": name, "max_tokens": ANSWER_MAX_TOKENS, "temperature": 0.2, **llm}
+    created = await admin.post("/kappi/admin/agents", json=body)
     if created.status_code != 201:
         raise RuntimeError(f"kappi refused the {name} agent: {created.status_code} {created.text}")
     agent: dict[str, Any] = created.json()
@@ -686,8 +705,15 @@ async def ask_query(user: httpx.AsyncClient, agent_id: str, question: Question) 
         total_ms=elapsed,
         output_tokens=usage.get("output_tokens"),
         prompt_tokens=usage.get("input_tokens"),
-        extra={k: v for k, v in body.items() if k not in _QUERY_FIELDS},
+        extra={k: _brief(v) for k, v in body.items() if k not in _QUERY_FIELDS},
     )
+
+
+def _brief(value: Any) -> Any:
+    """Passage lists (``also_retrieved``) as their documents' names; anything else as it came."""
+    if isinstance(value, list) and all(isinstance(v, dict) and "document_id" in v for v in value):
+        return [v.get("document_name") or v["document_id"] for v in value]
+    return value
 
 
 def timed_indices(count: int, wanted: int) -> list[int]:
@@ -700,13 +726,16 @@ def timed_indices(count: int, wanted: int) -> list[int]:
 async def run_provider(
     s: Stack, agent: dict[str, Any], questions: Sequence[Question], *, streamed: int, llama: Llama | None
 ) -> list[Asked]:
-    """Every question through the query API; ``streamed`` of them through the stream too, and (with ``llama``)
-    Ragu's prompt straight to the server, with the slot's cache primed as before Ragu's request (see
-    :func:`_raw_same_prompt`)."""
+    """Every question through the query API; ``streamed`` of them through the stream first, and then (with
+    ``llama``) Ragu's prompt straight to the server, up to its first token.
+
+    llama.cpp keeps each slot's last prompt and reuses the prefix a new one shares with it: Ragu's streamed request
+    may reuse the preamble (instructions, context header) of the question before, and it leaves its own prompt
+    in the slot. The raw request therefore asks for no reuse at all (``cache_prompt: false``): it never gains from
+    Ragu's request, and the ratio leans, if anything, in Ragu's favour by the preamble's share of the prompt."""
     timed = set(timed_indices(len(questions), streamed))
     config = agent["config"]
     results: list[Asked] = []
-    previous = ragu_messages(agent, [], "Which documents do you hold?")  # the preamble alone, for the first
     async with httpx.AsyncClient(timeout=LLM_TIMEOUT) as raw:
         for index, question in enumerate(questions):
             stream, failure = None, None
@@ -724,33 +753,23 @@ async def run_provider(
                 if llama is not None:
                     messages = ragu_messages(agent, stream.sources, question.question)
                     try:
-                        same = await _raw_same_prompt(raw, llama, messages, previous, config)
+                        same = await llama_stream(
+                            raw,
+                            llama,
+                            messages,
+                            temperature=config["temperature"],
+                            max_tokens=8,
+                            fresh=True,
+                            first_only=True,
+                        )
                     except httpx.HTTPError as exc:
                         asked.extra["raw_error"] = f"{type(exc).__name__}: {exc}"
                     else:
                         asked.raw_ttft_ms, asked.raw_prompt_tokens = same.ttft_ms, same.prompt_tokens
                     asked.prompt_tokens = asked.prompt_tokens or stream.prompt_tokens
-                    previous = messages
             results.append(asked)
             _progress(agent["name"], index, len(questions), asked)
     return results
-
-
-async def _raw_same_prompt(
-    client: httpx.AsyncClient,
-    llama: Llama,
-    messages: list[dict[str, str]],
-    previous: list[dict[str, str]],
-    config: dict[str, Any],
-) -> Streamed:
-    """Ragu's prompt sent straight to the server. llama.cpp keeps a slot's last prompt and reuses the prefix a new
-    one shares with it, and Ragu's request (and the scored query after it) left this very prompt there. So another
-    of Ragu's prompts is sent first (one token out): the previous timed question's, which shares the preamble
-    (instructions, context header) as the prompt before Ragu's request did, so both start from a like slot."""
-    await llama_stream(client, llama, previous, temperature=0, max_tokens=1)
-    return await llama_stream(
-        client, llama, messages, temperature=config["temperature"], max_tokens=config["max_tokens"]
-    )
 
 
 async def run_naive(s: Stack, questions: Sequence[Question], llama: Llama, config: dict[str, Any]) -> list[Asked]:
@@ -1020,7 +1039,7 @@ async def _one_provider(
     if provider == "naive":
         if llama is None:
             return "naive peer skipped: no llama.cpp server (no local model running, no --llama-url)"
-        config = {"temperature": 0.2, "max_tokens": 800}  # kappi's agent defaults, so both get the same sampling
+        config = {"temperature": 0.2, "max_tokens": ANSWER_MAX_TOKENS}  # as Ragu's agents
         return summarise(provider, questions, await run_naive(s, questions, llama, config))
     return f"unknown provider {provider!r}"
 
