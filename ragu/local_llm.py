@@ -22,6 +22,7 @@ import ctypes.util
 import importlib.util
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -33,7 +34,7 @@ from typing import IO
 
 from common.config import Settings
 from common.errors import InvalidInput
-from kappi.llm.local_models import ChecksumMismatch, LocalModel, find_local_model, installed_models
+from kappi.llm.local_models import AUTO, DISABLED, ChecksumMismatch, LocalModel, find_local_model, installed_models
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ READY = "ready"
 """The line the child prints on stdout once the model is loaded and the server listens."""
 _PR_SET_PDEATHSIG = 1
 STOP_GRACE_SECONDS = 10.0
+LOG_VERBOSITY = 2
+"""llama.cpp's warnings and errors only: at its default (info) it logs every request, and its log would grow
+with the traffic."""
 PROMPT_CACHE_MIB = 256
 """RAM llama.cpp may keep for prompts it has seen (its default, 8 GiB, is more than a small machine has)."""
 
@@ -68,11 +72,21 @@ class LocalLlmServer:
         slots: answers decoded at once.
         queue: answers that may wait for a slot (kappi refuses more with ``llm_busy``).
         context: tokens per slot (prompt and answer).
-        log_path: where the server's own log goes (it is verbose).
+        log_path: where the server's own log goes.
+        key_path: where its API key is kept (owner-only), for an administrator's look at llama.cpp's own
+            endpoints (``/slots``, ``/metrics``).
     """
 
     def __init__(
-        self, model: LocalModel, *, threads: int, slots: int, queue: int, context: int, log_path: Path
+        self,
+        model: LocalModel,
+        *,
+        threads: int,
+        slots: int,
+        queue: int,
+        context: int,
+        log_path: Path,
+        key_path: Path,
     ) -> None:
         self.local_model = model
         self.threads = threads or default_threads()
@@ -80,7 +94,11 @@ class LocalLlmServer:
         self.queue = max(0, queue)
         self.context = context
         self.log_path = log_path
+        self.key_path = key_path
         self.port = _free_port()
+        self.api_key = secrets.token_urlsafe(32)
+        """Asked of every request but ``/health``: no other local process, nor a web page the user visits, can use
+        the model (llama.cpp would otherwise answer any origin). Handed to the child on its stdin, not in argv."""
         self._process: subprocess.Popen[str] | None = None
         self._ready = threading.Event()
         self._stopping = False
@@ -114,6 +132,11 @@ class LocalLlmServer:
     def start(self) -> None:
         """Start the child and return at once; it loads the model meanwhile (``status()`` says ``starting``)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.key_path.parent.mkdir(parents=True, exist_ok=True)
+        self.key_path.unlink(missing_ok=True)
+        fd = os.open(self.key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as key_file:
+            key_file.write(self.api_key + "\n")
         command = [
             sys.executable, "-m", "ragu.local_llm",
             "--model", str(self.local_model.path), "--alias", self.model, "--port", str(self.port),
@@ -121,8 +144,11 @@ class LocalLlmServer:
         ]  # fmt: skip
         with self.log_path.open("a") as log:  # the child keeps its own descriptor
             self._process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
             )
+        assert self._process.stdin is not None
+        with self._process.stdin as stdin:
+            stdin.write(self.api_key + "\n")
         logger.info(
             "local LLM %s starting on %s (pid %d, %d threads, %d slots, queue %d; log %s)",
             self.model, self.server_url, self._process.pid, self.threads, self.slots, self.queue, self.log_path,
@@ -169,7 +195,7 @@ def local_llm_for(settings: Settings) -> tuple[LocalLlmServer | None, str | None
     Raises:
         InvalidInput: ``unknown_local_llm_model`` (a typo in the setting) and ``local_llm_not_gguf``.
     """
-    asked = settings.local_llm_model.strip().lower() not in ("auto", "none", "off", "false", "0", "")
+    asked = settings.local_llm_model.strip().lower() not in {AUTO, *DISABLED}
     if importlib.util.find_spec("xllamacpp") is None:
         if asked:
             why = "xllamacpp is not installed (pip install -e '.[local-llm]')"
@@ -197,6 +223,7 @@ def local_llm_for(settings: Settings) -> tuple[LocalLlmServer | None, str | None
         queue=settings.local_llm_queue,
         context=settings.local_llm_context,
         log_path=settings.data_path / "logs" / "local-llm.log",
+        key_path=settings.data_path / "local-llm.key",
     )
     return server, None
 
@@ -231,6 +258,8 @@ def _serve(args: argparse.Namespace) -> int:
     params.endpoint_slots = True
     params.endpoint_metrics = True
     params.ui = False
+    params.api_keys = [sys.stdin.readline().strip()]
+    params.verbosity = LOG_VERBOSITY
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -33,6 +33,11 @@ class LocalLlm(Protocol):
         ...
 
     @property
+    def api_key(self) -> str:
+        """The bearer key it asks of every request."""
+        ...
+
+    @property
     def capacity(self) -> int:
         """Most answers at once: its slots plus a short queue; beyond it, ``llm_busy``."""
         ...
@@ -204,6 +209,7 @@ def default_llm_registry(
         providers.append(
             OpenAICompatibleProvider(
                 base_url=local.base_url,
+                api_key=local.api_key,
                 models=[local.model],
                 timeout=timeout_seconds,
                 name=LOCAL_PROVIDER,

@@ -89,13 +89,19 @@ async def _chat(client: httpx.AsyncClient, agent: dict[str, Any]) -> str:
     return chat_id
 
 
-async def _slots_busy(llama_url: str) -> bool:
-    async with httpx.AsyncClient() as client:
+def _llama_client(stack: Served) -> httpx.AsyncClient:
+    """llama.cpp's own endpoints want the key ``ragu serve`` made for this start (kept in the data directory)."""
+    key = (stack.settings.data_path / "local-llm.key").read_text().strip()
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"})
+
+
+async def _slots_busy(stack: Served, llama_url: str) -> bool:
+    async with _llama_client(stack) as client:
         return any(slot["is_processing"] for slot in (await client.get(f"{llama_url}/slots")).json())
 
 
-async def _metric(llama_url: str, name: str) -> float:
-    async with httpx.AsyncClient() as client:
+async def _metric(stack: Served, llama_url: str, name: str) -> float:
+    async with _llama_client(stack) as client:
         text = (await client.get(f"{llama_url}/metrics")).text
     found = re.search(rf"^llamacpp:{name} (\S+)", text, re.MULTILINE)
     assert found, text
@@ -130,20 +136,20 @@ async def test_a_client_that_leaves_frees_the_slot(stack: Served) -> None:
         control = await client.post(f"/kappi/agents/{agent['id']}/query", json={"content": LONG})
         assert control.status_code == 200, control.text
         assert control.json()["usage"]["output_tokens"] > 150, "the answer must run long for the test to mean much"
-        before = await _metric(llama_url, "tokens_predicted_total")
+        before = await _metric(stack, llama_url, "tokens_predicted_total")
         async with client.stream("POST", f"/kappi/chats/{chat}/messages/stream", json={"content": LONG}) as response:
             tokens = 0
             async for name, _ in sse(response):
                 tokens += name == "token"
                 if tokens == 3:
-                    assert await _slots_busy(llama_url)
+                    assert await _slots_busy(stack, llama_url)
                     break  # leaving: the stream is closed
 
         async def idle() -> bool | None:
-            return (not await _slots_busy(llama_url)) or None
+            return (not await _slots_busy(stack, llama_url)) or None
 
         await eventually(idle, within=30, what="llama.cpp's slot idle after the client left")
-        assert await _metric(llama_url, "tokens_predicted_total") - before < 150  # of the 300 it was allowed
+        assert await _metric(stack, llama_url, "tokens_predicted_total") - before < 150  # of the 300 it was allowed
         answer = await client.post(f"/kappi/agents/{agent['id']}/query", json={"content": "Say hello."})
         assert answer.status_code == 200, answer.text
         assert answer.json()["answer"]
@@ -157,8 +163,8 @@ async def test_beyond_slots_and_queue_a_question_gets_503_llm_busy(stack: Served
         held = [asyncio.ensure_future(_hold(client, f"/kappi/chats/{chat}/messages/stream")) for chat in chats]
 
         async def both_at_llama() -> bool | None:
-            processing = await _metric(llama_url, "requests_processing")
-            deferred = await _metric(llama_url, "requests_deferred")
+            processing = await _metric(stack, llama_url, "requests_processing")
+            deferred = await _metric(stack, llama_url, "requests_deferred")
             return (processing, deferred) == (1, 1) or None
 
         try:

