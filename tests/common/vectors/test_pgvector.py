@@ -252,6 +252,60 @@ async def test_search_many_sends_an_agents_lexical_and_hybrid_fan_out_as_one_sta
     assert all(getattr(error, "code", None) == "collection_not_found" for error in results[3:])
 
 
+async def test_concurrent_writers_keep_the_term_statistics_exact(
+    store: PgVectorStore, other_pool: Pool, pool: Pool
+) -> None:
+    """Writers of one collection on two pools at once (overlapping terms, overwrites, deletes) neither deadlock
+    on the statistics rows nor lose a count: the triggers lock them in one order."""
+    identity = new_identity()
+    await store.create_collection(identity, DIM)
+    other = PgVectorStore(other_pool)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon"]
+
+    def batch(start: int, document: str) -> list[VectorRecord]:
+        return [
+            VectorRecord(
+                id=str(uuid.UUID(int=start + n + 1)),
+                vector=random_records(1, seed=start + n)[0].vector,
+                payload={"content": " ".join(words[: 1 + (start + n) % 5]) + f" w{start + n}", "document_id": document},
+            )
+            for n in range(20)
+        ]
+
+    await asyncio.gather(
+        *(writer.upsert(identity.name, batch(20 * k, f"doc-{k % 3}")) for k, writer in enumerate([store, other] * 4)),
+        store.upsert(identity.name, batch(0, "doc-0")),  # an overwrite racing the first write
+        other.delete_document(identity.name, "doc-2"),
+    )
+    await store.delete_document(identity.name, "doc-1")
+
+    table, stats, postings = (
+        f'{schema}."{identity.name}"' for schema in ("vectors", "vectors_lexical", "vectors_postings")
+    )
+    async with pool.acquire() as conn:
+        kept = await conn.fetchval(f"SELECT count(*) FROM {table} WHERE terms IS NOT NULL")
+        wrong = await conn.fetchval(
+            f"""
+            SELECT count(*) FROM (
+                SELECT t AS term, count(*) AS chunks FROM {table}, unnest(terms) t GROUP BY t
+                UNION ALL SELECT 0, count(*) FROM {table} WHERE terms IS NOT NULL
+            ) truth FULL JOIN (SELECT term, chunks FROM {stats} WHERE chunks <> 0) counted USING (term)
+            WHERE truth.chunks IS DISTINCT FROM counted.chunks
+            """
+        )
+        length = await conn.fetchval(f"SELECT sum(lexical_length) FROM {table}")
+        counted_length = await conn.fetchval(f"SELECT length FROM {stats} WHERE term = 0")
+        postings_wrong = await conn.fetchval(
+            f"""
+            SELECT count(*) FROM (SELECT t AS term, id FROM {table}, unnest(terms) t) truth
+            FULL JOIN {postings} p USING (term, id) WHERE truth.id IS NULL OR p.id IS NULL
+            """
+        )
+    assert kept == await store.count(identity.name) > 0
+    assert (wrong, postings_wrong) == (0, 0)
+    assert counted_length == length
+
+
 async def test_set_groups_leaves_chunks_that_already_carry_them_untouched(store: PgVectorStore, pool: Pool) -> None:
     identity = new_identity(["hr"])
     await store.create_collection(identity, DIM)
