@@ -6,8 +6,8 @@ Analysis (bm25s's defaults, the issue's reference): unicode word tokens of two o
 Lucene's list as bm25s ships it), then Snowball English stems (PyStemmer, in C).
 
 A term's id is a hash of its stem (:func:`term_id`), so every process agrees on ids without a vocabulary table;
-ids lie in ``1 .. TERM_SPACE - 1`` (0 is free for an engine's own bookkeeping; ``TERM_SPACE`` fits pgvector's
-``sparsevec`` dimensions and Qdrant's uint32 sparse indices). Collisions are rare enough to ignore: ~10 pairs in
+ids lie in ``1 .. TERM_SPACE - 1`` (0 is free for an engine's own bookkeeping: pgvector's statistics keep their
+totals there). Collisions are rare enough to ignore: ~10 pairs in
 a 100k-stem vocabulary.
 
 BM25 (Lucene's variant, as bm25s scores by default): a term ``t`` of a query scores a chunk ``d``
@@ -32,10 +32,10 @@ import Stemmer
 K1 = 0.9
 B = 0.4
 TERM_SPACE = 2**29
-"""Term ids are below this (pgvector's ``sparsevec`` takes up to 10^9 dimensions)."""
+"""Term ids are below this: they fit an ``int4`` column, Qdrant's uint32 sparse indices and pgvector's ``sparsevec``."""
 MAX_TERMS = 16_000
-"""Most distinct terms kept per chunk (pgvector's ``sparsevec`` limit); a chunk with more keeps its most
-frequent ones (ties by id) — no chunk Ragu writes comes near it."""
+"""Most distinct terms kept per chunk (pgvector's ``sparsevec`` limit, so that any engine can hold them); a chunk
+with more keeps its most frequent ones (ties by id) — no chunk Ragu writes comes near it."""
 # fmt: off
 STOP_WORDS = frozenset((
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
