@@ -4,11 +4,14 @@ Ragu owns a vector collection when chonkit has a row for it. A store collection 
 Ragu identity but has no row here may belong to another Ragu deployment sharing the store: it is
 reported, never touched. Repairs: a missing collection is recreated and its documents re-queued; a
 wrong or missing identity record is rewritten (groups too, on every chunk); vectors of documents the
-collection should not hold are deleted; documents whose vector counts disagree are re-queued.
+collection should not hold are deleted; documents whose vector counts disagree are re-queued; a collection made
+before lexical retrieval gets its lexical index (:func:`upgrade_lexical_indexes`, which the worker also runs once
+at its start).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Literal
 
@@ -30,7 +33,10 @@ DriftKind = Literal[
     "orphan_vectors",
     "count_mismatch",
     "foreign_collection",
+    "lexical_index_missing",
 ]
+
+_log = logging.getLogger(__name__)
 
 
 class Drift(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +65,8 @@ async def reconcile(db: Database, vectors: VectorRegistry, *, repair: bool) -> R
             # The lock waits out a worker mid-write, whose vectors are in the store before its rows commit.
             await CollectionRepository(conn).lock(collection.id)
             drift.extend(await _check(conn, vectors, collection, repair=repair))
+        if repair:
+            drift.extend(await _upgrade_lexical(vectors, collection))
     known = {str(c.id) for c in collections}
     for provider in vectors.providers():
         try:
@@ -130,6 +138,32 @@ async def _check(conn: Connection, vectors: VectorRegistry, collection: Collecti
     if repair and mismatched:
         await _requeue(conn, collection, [uuid.UUID(d) for d in mismatched])
     return drift
+
+
+async def _upgrade_lexical(vectors: VectorRegistry, collection: Collection) -> list[Drift]:
+    try:
+        indexed = await vectors.get(collection.vector_provider).upgrade_lexical(collection.name)
+    except AppError:
+        return []  # the store's problem is reported by _check already
+    if not indexed:
+        return []
+    detail = f"made before lexical retrieval: lexical index added to {indexed} chunks"
+    provider, name = collection.vector_provider, collection.name
+    return [Drift(kind="lexical_index_missing", provider=provider, collection=name, detail=detail, repaired=True)]
+
+
+async def upgrade_lexical_indexes(db: Database, vectors: VectorRegistry) -> int:
+    """Give every collection chonkit owns that was made before lexical retrieval its lexical index; a store that
+    is down is skipped (the collection's next write upgrades it too). Returns how many chunks were indexed."""
+    async with db.transaction() as conn:
+        collections = await CollectionRepository(conn).all()
+    indexed = 0
+    for collection in collections:
+        try:
+            indexed += await vectors.get(collection.vector_provider).upgrade_lexical(collection.name)
+        except AppError as exc:
+            _log.warning("lexical index of %r not added now: %s", collection.name, exc.detail)
+    return indexed
 
 
 async def _requeue(conn: Connection, collection: Collection, document_ids: list[uuid.UUID] | None) -> None:

@@ -30,6 +30,7 @@ from uuid import UUID
 import msgspec
 
 from chonkit.collection.models import Collection
+from chonkit.collection.reconcile import upgrade_lexical_indexes
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
 from chonkit.document.chunking import ChunkResult, default_chunk_config, validate_chunk_config
@@ -101,7 +102,12 @@ class EmbeddingWorker:
 
     async def run(self, stop: asyncio.Event, *, idle_seconds: float = 1.0) -> None:
         """Work until ``stop`` is set; a lost database or vector store is waited out, and an unexpected error
-        is logged and retried the same way: a worker that stopped would leave every job queued unseen."""
+        is logged and retried the same way: a worker that stopped would leave every job queued unseen. First,
+        collections made before lexical retrieval get their lexical index (once; a no-op for the others)."""
+        try:
+            await upgrade_lexical_indexes(self.db, self.vectors)
+        except Unavailable as exc:
+            logger.warning("lexical indexes not checked now (a collection's next write adds its own): %s", exc.detail)
         backoff = idle_seconds
         while not stop.is_set():
             try:

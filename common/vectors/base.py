@@ -258,6 +258,12 @@ class VectorStore(Protocol):
         and the identity stay as they are), so filters and citations follow the document's metadata."""
         ...
 
+    async def upgrade_lexical(self, name: str) -> int:
+        """Give a collection made before lexical retrieval its lexical index (idempotent, resumable); returns how
+        many chunks it indexed (0 when the collection had it: every collection created since has). Until then
+        its hybrid searches answer from the dense leg alone."""
+        ...
+
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         """Remove chunks by id (idempotent; the identity id is refused with ``InvalidInput``)."""
         ...

@@ -606,6 +606,11 @@ class PgVectorStore:
             found: list[asyncpg.Record] = await conn.fetch(sql, *args)
         return found
 
+    async def upgrade_lexical(self, name: str) -> int:
+        """Nothing to do: migration 0012 gave every table its lexical index, and tables created since have it."""
+        checked_name(name)
+        return 0
+
     async def drop_collection(self, name: str) -> None:
         if not is_collection_name(name):
             return

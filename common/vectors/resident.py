@@ -208,6 +208,9 @@ class ResidentVectors:
         finally:
             self._changed(name)
 
+    async def upgrade_lexical(self, name: str) -> int:
+        return await self._store.upgrade_lexical(name)
+
     async def drop_collection(self, name: str) -> None:
         try:
             await self._store.drop_collection(name)

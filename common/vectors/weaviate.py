@@ -740,6 +740,13 @@ class WeaviateStore:
             raise await self._translated(exc, name) from exc
         self._schema_checked.add(name)
 
+    async def upgrade_lexical(self, name: str) -> int:
+        """Weaviate's BM25 index covers ``content`` from the start; an older collection lacks only the ``tags`` and
+        ``label`` properties and our k1/b, which :meth:`_ensure_schema` adds (no chunk is rewritten)."""
+        await self._require(name)
+        await self._ensure_schema(name)
+        return 0
+
     async def drop_collection(self, name: str) -> None:
         if not is_collection_name(name):
             return

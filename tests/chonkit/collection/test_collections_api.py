@@ -12,11 +12,12 @@ import msgspec
 import pytest
 
 import schemas
-from chonkit.collection.reconcile import reconcile
+from chonkit.collection.reconcile import reconcile, upgrade_lexical_indexes
 from chonkit.embedding.worker import EmbeddingWorker
 from common.db import SingleConnectionDatabase
 from common.db.database import Connection
 from common.vectors.base import SearchFilter
+from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
 from tests.chonkit.conftest import drain
 from tests.support.documents import pdf
@@ -396,3 +397,54 @@ async def test_reconcile_reports_and_repairs_drift(
     after = await reconcile(db, vectors, repair=False)
     assert [d for d in after.drift if d.collection == collection["name"]] == []
     assert (await store.read_identity(collection["name"]) or {}).get("groups") == ["hr"]
+
+
+async def _make_as_before_lexical_retrieval(store: QdrantStore, name: str) -> tuple[int, int]:
+    """Rebuild a Qdrant collection as the adapter made them before lexical retrieval: one unnamed dense vector,
+    the same points, no sparse vector. Returns its chunk count and dimension."""
+    from qdrant_client import models
+
+    client = store._client
+    points, _ = await client.scroll(name, limit=10_000, with_payload=True, with_vectors=[""])
+    dense = [p.vector[""] if isinstance(p.vector, dict) else p.vector for p in points]
+    dimension = len(dense[0])  # type: ignore[arg-type]
+    await client.delete_collection(name)
+    config = models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+    await client.create_collection(name, vectors_config=config)
+    rebuilt = [models.PointStruct(id=p.id, vector=v, payload=p.payload) for p, v in zip(points, dense, strict=True)]  # type: ignore[arg-type]
+    await client.upsert(name, rebuilt)
+    return len(points) - 1, dimension  # the identity record is no chunk
+
+
+async def test_a_qdrant_collection_from_before_lexical_retrieval_gets_its_index_from_reconcile_and_the_worker(
+    chonkit: httpx.AsyncClient, worker: EmbeddingWorker, vectors: VectorRegistry, db: SingleConnectionDatabase
+) -> None:
+    collection = await create_collection(chonkit, "qdrant")
+    doc_id = await upload(chonkit, "handbook.pdf", pdf(HANDBOOK))
+    await embed(chonkit, worker, collection["id"], doc_id)
+    name, client = collection["name"], vectors.get("qdrant")._client  # type: ignore[attr-defined]
+
+    def restarted() -> VectorRegistry:
+        """A new process: its Qdrant adapter knows nothing of the collection yet."""
+        return VectorRegistry({"pgvector": vectors.get("pgvector"), "qdrant": QdrantStore(client)})
+
+    async def lexical_hits(registry: VectorRegistry, dimension: int) -> list[str]:
+        query = [1.0] + [0.0] * (dimension - 1)
+        hits = await registry.get("qdrant").search(
+            name, query, limit=3, properties=["content"], text="vacation days", mode="lexical"
+        )
+        return [hit.payload["content"] for hit in hits]
+
+    chunks, dimension = await _make_as_before_lexical_retrieval(QdrantStore(client), name)
+    repaired = await reconcile(db, restarted(), repair=True)
+    [drift] = [d for d in repaired.drift if d.collection == name]
+    assert (drift.kind, drift.repaired) == ("lexical_index_missing", True)
+    assert f"{chunks} chunks" in drift.detail
+    assert any("vacation" in content.lower() for content in await lexical_hits(restarted(), dimension))
+    assert await upgrade_lexical_indexes(db, restarted()) == 0  # once is enough
+
+    await _make_as_before_lexical_retrieval(QdrantStore(client), name)
+    registry, stop = restarted(), asyncio.Event()
+    stop.set()  # the worker's first act, before it looks for work
+    await EmbeddingWorker(db, worker.blobs, worker.embedders, registry).run(stop)
+    assert any("vacation" in content.lower() for content in await lexical_hits(registry, dimension))
