@@ -223,7 +223,8 @@ class Grounder:
                 self._cite(valid)
             else:
                 after = text[match.end() : match.end() + 1]
-                pieces.append(before.rstrip(" ") if (not after or after in _PUNCTUATION_AFTER) else before)
+                closes = not after or after in _PUNCTUATION_AFTER or after.isspace()  # no space left doubled
+                pieces.append(before.rstrip(" ") if closes else before)
             at = match.end()
         pieces.append(text[at:])
         return "".join(pieces)

@@ -555,10 +555,11 @@ def test_user_chats_renames_and_deletes_with_the_keyboard_only(platform: str, br
 def test_an_openai_standin_answer_shows_lists_and_links_its_markers_and_no_markup_runs(
     platform: str, browser: Any, llm: OpenAIStandin
 ) -> None:
-    """The answer's "- ", "* " and "1. " lines are lists and its "[n]" markers buttons that open source n, but
-    only for sources that exist; the HTML in it shows as text and none of it runs (no element, no alert, no
-    request for the image, no script refused by the page's policy: any of these would be a console error).
-    The stand-in streams in ragged pieces, so markers and list items arrive split across tokens."""
+    """The answer's "- ", "* " and "1. " lines are lists and its "[n]" markers buttons that open source n; a
+    marker of no source is removed by kappi and the sentence cited from the passage it rests on; the HTML in it
+    shows as text and none of it runs (no element, no alert, no request for the image, no script refused by the
+    page's policy: any of these would be a console error). The stand-in streams in ragged pieces, so markers and
+    list items arrive split across tokens."""
     from playwright.sync_api import expect
 
     setup = Api(platform)
@@ -576,8 +577,8 @@ def test_an_openai_standin_answer_shows_lists_and_links_its_markers_and_no_marku
     llm.script = Script(
         tokens=(
             "Badges, in short:\n\n- Visitors wear a badge [1]\n* Badges go back to reception [2]\n\n",
-            "1. Collect it [2]\n2. Wear it [1]\n\nClause [7] is not a source. ",
-            hostile,
+            "1. Collect it [2]\n2. Wear it [1]\n\nClause [7] says visitors wear a badge at all times. ",
+            f"Badges are returned at reception {hostile} [2]",
         )
     )
 
@@ -592,8 +593,13 @@ def test_an_openai_standin_answer_shows_lists_and_links_its_markers_and_no_marku
         text = answer.locator(".answer-text")
         expect(text.locator("ul > li")).to_have_text(["Visitors wear a badge [1]", "Badges go back to reception [2]"])
         expect(text.locator("ol > li")).to_have_text(["Collect it [2]", "Wear it [1]"])
-        expect(text.locator("p")).to_have_text(["Badges, in short:", f"Clause [7] is not a source. {hostile}"])
-        expect(text.get_by_role("button")).to_have_text(["[1]", "[2]", "[2]", "[1]"])
+        expect(text.locator("p")).to_have_text(
+            [
+                "Badges, in short:",
+                f"Clause says visitors wear a badge at all times. [1] Badges are returned at reception {hostile} [2]",
+            ]
+        )
+        expect(text.get_by_role("button")).to_have_text(["[1]", "[2]", "[2]", "[1]", "[1]", "[2]"])
         expect(text.locator("img, script")).to_have_count(0)
         source = answer.locator("details[data-citation='2']")
         expect(source).not_to_have_attribute("open", "")
@@ -783,3 +789,66 @@ def test_the_search_bench_offers_modes_filters_and_grouping_and_shows_each_hits_
 
     admin.shot("23-search-bench-grouped")
     assert admin.close() == []
+
+
+def test_an_answer_renders_as_safe_markdown_keeps_what_it_did_not_cite_apart_and_shows_the_wait(
+    platform: str, browser: Any, llm: OpenAIStandin
+) -> None:
+    """Bold, code and links render (links open apart, without the console as referrer); the passages the answer
+    cites are its sources and the one it was only given is folded apart as "also retrieved", live and in the
+    history; while the model has not written a word the wait is counted ("thinking… 1.2 s"), and after the
+    answer the time to its first words stays."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Markdown_docs")
+    setup.embed(
+        collection,
+        [
+            setup.document("visitors.md", b"# Visitors\n\nVisitors wear a badge at all times.\n"),
+            setup.document("returns.md", b"# Returns\n\nBadges are returned at reception.\n"),
+        ],
+    )
+    agent = setup.agent("Markdown helper", llm_provider="openai", llm_model="standin")
+    setup.assign(agent, collection)
+    llm.script = Script(
+        tokens=("**Visitors** wear a badge at all ", "times [1]. Run `badge --show [1]` to see it, or read ",
+                "[the guide](https://example.org/badges) [1].")
+    )  # fmt: skip
+
+    user = Console(browser, platform)
+    page = user.page
+    user.sign_in("mona")
+    page.locator("#agent-list li", has_text="Markdown helper").get_by_role("button", name="Start chat").click()
+    page.get_by_label("Your question").fill("What about badges?")
+    page.get_by_role("button", name="Send").click()
+
+    def check(answer: Any) -> None:
+        text = answer.locator(".answer-text")
+        expect(text.locator("strong")).to_have_text("Visitors")
+        expect(text.locator("code")).to_have_text("badge --show [1]")  # a marker in code stays code
+        link = text.get_by_role("link", name="the guide")
+        expect(link).to_have_attribute("target", "_blank")
+        expect(link).to_have_attribute("rel", "noopener noreferrer")
+        expect(text.get_by_role("button")).to_have_text(["[1]", "[1]"])
+        sources = answer.locator(".citations")
+        expect(sources.locator(":scope > strong")).to_have_text("Sources (1)")
+        also = sources.locator("details.also-retrieved")
+        expect(also.locator(":scope > summary")).to_have_text("Also retrieved, not cited (1)")
+        expect(also.locator("details.citation summary")).to_contain_text("[2]")
+
+    answer = page.locator(".msg.assistant[data-status=complete]")
+    check(answer)
+    expect(answer.locator(".thinking")).to_have_text(re.compile(r"^first words after \d+\.\d s$"))
+    user.shot("23-chat-markdown-and-also-retrieved")
+    page.get_by_role("link", name="+ New chat").click()
+    page.get_by_role("link", name=re.compile("Markdown helper$")).click()  # the answer as stored
+    check(page.locator(".msg.assistant[data-status=complete]"))
+
+    llm.script = Script(stall_after=0)  # the model thinks, and thinks
+    page.get_by_label("Your question").fill("What about badges at night?")
+    page.get_by_role("button", name="Send").click()
+    thinking = page.locator(".msg.assistant[aria-busy=true] .thinking")
+    expect(thinking).to_have_text(re.compile(r"^thinking… [1-9]\d*\.\d s$"), timeout=10_000)
+    assert user.dialogs == []
+    assert user.close() == []

@@ -1,5 +1,7 @@
 // Users: the agents you may use, your chats (rename, delete), and a chat with streamed, cited answers.
 import * as api from "./api.js";
+import { Marked } from "../vendor/marked-18.2.1.esm.js";
+import DOMPurify from "../vendor/purify-3.5.0.es.js";
 import { h, replace, messageArea, showError, busy, empty, pages, notice, plainWords, uid } from "./ui.js";
 
 export async function chatsScreen(main, services) {
@@ -157,12 +159,27 @@ function agentLabel(chat) {
     : h("small", { class: "muted unavailable" }, UNAVAILABLE);
 }
 
-/** One answer, streamed: `sources` first (citations, or none), then `token`s, then `done` or `error`. */
+/**
+ * One answer, streamed: `sources` first (the passages the answer is given), then `token`s, then `done` (the
+ * passages it cites, and those it was given without citing them) or `error`. Until the first token, the wait
+ * is shown as it grows ("thinking… 3.2 s"): a small local model can think for seconds before it writes.
+ */
 async function stream(base, chatId, content, messages, message, download) {
   const text = h("div", { class: "answer-text" });
   const sources = h("div", { class: "citations" });
-  const bubble = h("div", { class: "msg assistant", "aria-busy": "true" }, text, sources);
+  const waited = h("p", { class: "thinking muted", role: "status" }, "thinking… 0.0 s");
+  const bubble = h("div", { class: "msg assistant", "aria-busy": "true" }, waited, text, sources);
   messages.append(bubble);
+  const started = performance.now();
+  const seconds = () => ((performance.now() - started) / 1000).toFixed(1);
+  const clock = setInterval(() => { waited.textContent = `thinking… ${seconds()} s`; }, 100);
+  let thinking = true;
+  const firstToken = () => {
+    if (!thinking) return;
+    thinking = false;
+    clearInterval(clock);
+    waited.textContent = `first words after ${seconds()} s`;
+  };
   let answer = "";
   let citations = [];
   try {
@@ -171,10 +188,13 @@ async function stream(base, chatId, content, messages, message, download) {
         citations = data.citations;
         replace(sources, citationsView(citations, download));
       } else if (event === "token") {
+        firstToken();
         answer += data.text;
         replace(text, answerView(answer, citations)); // a marker or a list item may span two tokens
-      } else if (event === "done") bubble.dataset.status = "complete";
-      else if (event === "error") {
+      } else if (event === "done") {
+        bubble.dataset.status = "complete";
+        replace(sources, citationsView(data.citations ?? citations, download, data.also_retrieved ?? []));
+      } else if (event === "error") {
         bubble.dataset.status = "error";
         bubble.append(h("p", { class: "error" }, plainWords(data)));
       }
@@ -183,6 +203,8 @@ async function stream(base, chatId, content, messages, message, download) {
     bubble.dataset.status = "error";
     showError(message, error);
   } finally {
+    clearInterval(clock);
+    if (!answer) waited.remove();
     bubble.removeAttribute("aria-busy");
   }
 }
@@ -210,30 +232,37 @@ function messageView(msg, download) {
   return h("div", { class: "msg assistant", "data-status": msg.status },
     h("div", { class: "answer-text" }, answerView(msg.content, msg.citations)),
     msg.status === "error" ? h("p", { class: "error" }, `This answer failed (${msg.error_code}).`) : null,
-    h("div", { class: "citations" }, citationsView(msg.citations, download)));
+    h("div", { class: "citations" }, citationsView(msg.citations, download, msg.also_retrieved ?? [])));
 }
+
+const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+// HTML written in an answer shows as the text it is: an answer quotes documents, which may hold markup.
+const markdown = new Marked({ gfm: true, renderer: { html: ({ text }) => text.replace(/[&<>"']/g, (c) => ESCAPES[c]) } });
+const SAFE = { FORBID_TAGS: ["img", "style", "form", "input", "button", "textarea", "select"], FORBID_ATTR: ["style"],
+  RETURN_DOM_FRAGMENT: true };
 
 /**
- * An answer's text as paragraphs and lists (lines starting "- ", "* " or "1. "), each "[n]" a button that opens
- * source n when there is one. Built from text nodes only: nothing an answer says can become markup.
+ * An answer's text rendered as Markdown (marked), then sanitised (DOMPurify) before it reaches the page: an
+ * answer repeats what documents say, and no document may add a script, a form or a tracking image. Each
+ * "[n]" is then a button that opens source n when there is one (markers in code are left as written). Links
+ * open in a new tab, without the console as their referrer.
  */
 function answerView(text, citations) {
-  const blocks = [];
-  let open = null; // the paragraph or list that the next line continues
-  for (const line of text.split(/\r\n|\r|\n/)) {
-    const item = /^\s*(?:([-*])|(\d+)\.)\s+(.*)$/.exec(line);
-    const kind = item ? (item[1] ? "ul" : "ol") : line.trim() ? "p" : null;
-    if (!kind) { open = null; continue; }
-    if (!open || open.kind !== kind) {
-      open = { kind, el: h(kind, kind === "ol" && item[2] !== "1" ? { start: item[2] } : {}) };
-      blocks.push(open.el);
-    } else if (kind === "p") open.el.append("\n");
-    if (kind === "p") open.el.append(...withMarkers(line, citations));
-    else open.el.append(h("li", {}, withMarkers(item[3], citations)));
+  const fragment = DOMPurify.sanitize(markdown.parse(text, { async: false }), SAFE);
+  for (const link of fragment.querySelectorAll("a[href]")) {
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
   }
-  return blocks;
+  const walker = document.createTreeWalker(fragment, NodeFilter.SHOW_TEXT, {
+    acceptNode: (node) => (node.parentElement?.closest("code, pre") ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
+  });
+  const marked = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) if (/\[\d+\]/.test(node.data)) marked.push(node);
+  for (const node of marked) node.replaceWith(...withMarkers(node.data, citations));
+  return [...fragment.childNodes];
 }
 
+/** `text` with each "[n]" a button that opens source n, when there is one; other text stays text. */
 function withMarkers(text, citations) {
   return text.split(/(\[\d+\])/).map((part) => {
     const n = /^\[(\d+)\]$/.exec(part);
@@ -252,15 +281,26 @@ function showCitation(marker, n) {
   source.querySelector("summary").focus();
 }
 
-function citationsView(citations, download) {
+/** The passages an answer cites, then — apart, folded — those it was given without citing them. */
+function citationsView(citations, download, alsoRetrieved = []) {
+  const also = alsoRetrieved.length
+    ? h("details", { class: "also-retrieved" }, h("summary", {}, `Also retrieved, not cited (${alsoRetrieved.length})`),
+      alsoRetrieved.map((c) => citationView(c, download)))
+    : null;
   if (!citations.length) {
-    return h("p", { class: "no-sources", role: "note" }, "No sources: nothing in the collections you can read matched, " +
-      "so this answer is not grounded in your documents.");
+    return [h("p", { class: "no-sources", role: "note" }, alsoRetrieved.length
+      ? "This answer cites none of the passages it was given."
+      : "No sources: nothing in the collections you can read matched, so this answer is not grounded in your documents."),
+    also];
   }
-  return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => h("details", { class: "citation", "data-citation": c.citation },
+  return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => citationView(c, download)), also];
+}
+
+function citationView(c, download) {
+  return h("details", { class: "citation", "data-citation": c.citation },
     h("summary", {}, `[${c.citation}] ${c.document_name || c.document_id}`, c.page_start != null ? `, ${pages(c.page_start, c.page_end)}` : ""),
     h("p", { class: "muted" }, `collection ${c.collection} · score ${c.score.toFixed(3)}`),
-    h("div", { class: "chunk" }, c.text), download ? downloadButton(c, download) : null))];
+    h("div", { class: "chunk" }, c.text), download ? downloadButton(c, download) : null);
 }
 
 function downloadButton(citation, download) {
