@@ -110,12 +110,12 @@ def _passage_words(text: str) -> str:
 
 
 def _states_numbers(passage: str, numbers: set[str], stems: Sequence[str]) -> bool:
-    """Whether one sentence of the passage states all these numbers with most of the claim's words in it or
-    the two sentences before it (where its subject often is): a number found elsewhere in a passage full of
-    numbers is no evidence, and small models invent "0" and "25"."""
+    """Whether one sentence of the passage states all these numbers with one of the claim's words, and most of
+    them in it or the two sentences before it (where its subject often is): a number found elsewhere in a
+    passage full of numbers is no evidence, and small models invent "0" and "25"."""
     sentences = [s for s in _PASSAGE_SENTENCES.split(passage) if s.strip()]
     for at, sentence in enumerate(sentences):
-        if numbers <= _numbers(sentence):
+        if numbers <= _numbers(sentence) and any(f" {s}" in _passage_words(sentence) for s in stems):
             window = _passage_words(" ".join(sentences[max(0, at - 2) : at + 1]))
             if sum(f" {s}" in window for s in stems) * 2 > len(stems):
                 return True

@@ -211,3 +211,40 @@ def test_a_follow_up_is_searched_with_the_previous_question_and_a_new_question_a
     assert condensed_question(question, history) == searched
     assert condensed_question(question, []) == question
     assert refers_back("And it?")
+
+
+# Found on SmolLM2-135M's answers to real questions (PostgreSQL 15's manual): what attribution must not accept
+
+SMALLINT = (  # PostgreSQL 15's manual, 8.1 Numeric Types, as chonkit parses it
+    "Table 8.2. Numeric Types\n\nName | Storage Size | Description | Range\n"
+    "smallint | 2 bytes | small-range integer | -32768 to +32767\n"
+    "integer | 4 bytes | typical choice for integer | -2147483648 to +2147483647\n"
+    "real | 4 bytes | variable-precision, inexact | 6 decimal digits precision\n\n"
+    "8.1.1. Integer Types\n\nThe types smallint, integer, and bigint store whole numbers, that is, numbers without "
+    "fractional components, of various ranges. Up to 25 columns of a table may be integers; 0 means none."
+)
+
+
+def test_a_sentence_stating_a_number_its_passage_states_elsewhere_is_not_supported() -> None:
+    """Regression: SmolLM2's "0 to 25" was cited, both numbers being somewhere in its passage."""
+    passages = [passage(1, SMALLINT)]
+    question = "What is the range of the smallint type in PostgreSQL?"
+    assert support("The range of the smallint type in PostgreSQL is 0 to 25.", question, passages)[1] == 0.0
+    assert support("The smallint range is -32768 to +32767.", question, passages) == (1, 1.0)
+    grounder = Grounder(passages, question)
+    assert run(grounder, ["The range of the smallint type in PostgreSQL is 0 to 25."]) == UNSUPPORTED_ONLY
+
+
+def test_the_prompt_echoed_back_is_dropped_even_with_a_citation_in_it() -> None:
+    """Regression: a small model repeated its rules ("Cite the source of each fact by its id, like [1].") and the
+    question; the rules' "[1]" counted as citing source 1."""
+    grounder = Grounder(PASSAGES, QUESTION)
+    text = run(
+        grounder,
+        [
+            "Employees get 25 days of paid holiday per calendar year. Question: How many days of paid holiday? ",
+            "Cite the source of each fact by its id, like [1]. I don't know.",
+        ],
+    )
+    assert text == "Employees get 25 days of paid holiday per calendar year. [2] I don't know."
+    assert grounder.cited == [2]
