@@ -30,7 +30,10 @@ T = TypeVar("T")
 
 DECLINE = "The documents you have access to do not answer this question."
 """The whole answer when no passage passes the floor: said from the retrieval scores, before any model runs."""
-UNSUPPORTED_ONLY = "The model's answer was not supported by the documents, so it is not shown."
+UNSUPPORTED_ONLY = (
+    "I could not find an answer the documents support: the model's answer rested on none of the passages, so it "
+    "is not shown."
+)
 """The answer when every sentence the model wrote was dropped as resting on no passage."""
 
 RELATIVE_FLOOR = 0.8
