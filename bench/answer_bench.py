@@ -452,6 +452,12 @@ class Streamed:
     done: dict[str, Any]
 
     @property
+    def called_model(self) -> bool:
+        """Whether a model read a prompt for it (not when grounding declined from the retrieval scores)."""
+        declined = bool((self.done.get("grounding") or {}).get("declined"))
+        return not declined and bool(self.prompt_tokens)
+
+    @property
     def tokens_per_s(self) -> float | None:
         if self.ttft_ms is None or not self.output_tokens or self.output_tokens < 2:
             return None
@@ -750,7 +756,7 @@ async def run_provider(
             if stream is not None:
                 asked.ttft_ms, asked.tokens_per_s = stream.ttft_ms, stream.tokens_per_s
                 asked.extra["stream_done"] = stream.done
-                if llama is not None:
+                if llama is not None and stream.called_model:
                     messages = ragu_messages(agent, stream.sources, question.question)
                     try:
                         same = await llama_stream(
@@ -781,9 +787,7 @@ async def run_naive(s: Stack, questions: Sequence[Question], llama: Llama, confi
     results = []
     async with (
         httpx.AsyncClient(timeout=LLM_TIMEOUT) as raw,
-        ChonkitClient(
-            f"{s.admin.base_url}chonkit".replace("//chonkit", "/chonkit"), token, timeout=LLM_TIMEOUT
-        ) as chonkit,
+        ChonkitClient(f"{str(s.admin.base_url).rstrip('/')}/chonkit", token, timeout=LLM_TIMEOUT) as chonkit,
     ):
         for index, question in enumerate(questions):
             hits = []
@@ -985,7 +989,10 @@ async def measure(options: Options) -> dict[str, Any]:
     async with stack(pages, serve_env(options)) as s:
         llama = await _llama(s, options)
         for provider in options.providers:
-            outcome = await _one_provider(s, provider, questions, llama, size)
+            try:
+                outcome = await _one_provider(s, provider, questions, llama, size)
+            except (httpx.HTTPError, RuntimeError, KeyError) as exc:  # the other providers' figures still count
+                outcome = f"{provider} failed: {type(exc).__name__}: {exc}"
             if isinstance(outcome, str):
                 notes.append(outcome)
                 print(f"answer_bench: {outcome}", file=sys.stderr)
