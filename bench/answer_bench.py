@@ -76,6 +76,8 @@ STREAMED_QUESTIONS = {"quick": 4, "full": 12}
 """Questions asked through the stream (and of the raw server) per model provider; extractive streams all."""
 LLM_TIMEOUT = 300.0
 ANSWER_MAX_TOKENS = 256
+RAW_MAX_TOKENS = 8
+"""The raw comparison needs only the first token; a few more, read to the end, bring the server's usage."""
 """Every model answer's bound (Ragu's agents and the naive peer alike): a short fact needs far fewer, and a small
 model that rambles would otherwise cost minutes per question on two shared cores."""
 LOCAL_READY_SECONDS = 180.0
@@ -526,11 +528,9 @@ async def llama_stream(
     temperature: float,
     max_tokens: int,
     fresh: bool = False,
-    first_only: bool = False,
 ) -> Streamed:
     """One chat completion streamed straight from the server: its text, time to first content, usage.
-    ``fresh``: llama.cpp may reuse no cached prefix of the prompt (``cache_prompt: false``); ``first_only``: stop
-    reading (closing the stream, which ends the generation) at the first text."""
+    ``fresh``: llama.cpp may reuse no cached prefix of the prompt (``cache_prompt: false``)."""
     body: dict[str, Any] = {
         "model": llama.model,
         "messages": messages,
@@ -557,8 +557,6 @@ async def llama_stream(
                 if piece := (choice.get("delta") or {}).get("content"):
                     first = first or time.perf_counter()
                     text.append(piece)
-            if first is not None and first_only:
-                break
     return Streamed(
         text="".join(text),
         ttft_ms=None if first is None else round((first - started) * 1000, 1),
@@ -764,9 +762,8 @@ async def run_provider(
                             llama,
                             messages,
                             temperature=config["temperature"],
-                            max_tokens=8,
+                            max_tokens=RAW_MAX_TOKENS,
                             fresh=True,
-                            first_only=True,
                         )
                     except httpx.HTTPError as exc:
                         asked.extra["raw_error"] = f"{type(exc).__name__}: {exc}"
