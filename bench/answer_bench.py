@@ -1092,7 +1092,11 @@ def rescore(result: dict[str, Any], questions: Sequence[Question]) -> dict[str, 
     """A saved result judged again with today's scoring (its stored answers, nothing asked again)."""
     names = {f.name for f in fields(Asked)}
     providers = {
-        name: summarise(name, questions, [Asked(**{k: v for k, v in a.items() if k in names}) for a in p["answers"]])
+        name: summarise(
+            name,
+            questions,
+            [Asked(**{"answer": "", "cited": [], **{k: v for k, v in a.items() if k in names}}) for a in p["answers"]],
+        )
         for name, p in result["providers"].items()
     }
     return {**result, "providers": providers, "summary": summary_rows(providers)}

@@ -177,3 +177,20 @@ def test_the_question_set_is_complete_and_well_formed() -> None:
     assert {q.answerable for q in quick} == {True, False}
     raw = json.loads(bench.QUESTIONS.read_text(encoding="utf-8"))
     assert all(q.get("source") for q in raw["answerable"])
+
+
+def test_rescore_judges_stored_answers_again_even_those_stored_without_citations() -> None:
+    saved = {
+        "providers": {
+            "naive": {
+                "answers": [
+                    {"id": GLOB.id, "answer": "50, at most 100 [1]", "cited": [SPEC]},
+                    {"id": UNANSWERABLE.id, "answer": "I don't know."},  # empty lists are not stored
+                ]
+            }
+        }
+    }
+    result = bench.rescore(saved, [GLOB, UNANSWERABLE])
+    naive = result["providers"]["naive"]
+    assert (naive["correct"], naive["gold_cited"], naive["refusals"]) == (1.0, 1.0, 1.0)
+    assert [row["metric"] for row in result["summary"]][:2] == ["naive correct", "naive gold_cited"]
