@@ -461,10 +461,19 @@ class Streamed:
 
     @property
     def tokens_per_s(self) -> float | None:
-        if self.ttft_ms is None or not self.output_tokens or self.output_tokens < 2:
-            return None
-        seconds = (self.total_ms - self.ttft_ms) / 1000
-        return round((self.output_tokens - 1) / seconds, 1) if seconds > 0 else None
+        """The rate its tokens arrived at after the first (for a raw server's stream: its generation rate)."""
+        return generation_rate(self.output_tokens, self.total_ms, self.ttft_ms)
+
+
+def generation_rate(output_tokens: int | None, total_ms: float, prompt_ms: float | None) -> float | None:
+    """Output tokens per second once the prompt was read (``prompt_ms``: until the first token).
+
+    Ragu's stream holds each sentence until it ends (grounding), so its first event comes late and the rest in
+    bursts: its rate is taken from the raw server's time to first token on the same prompt instead."""
+    if prompt_ms is None or not output_tokens or output_tokens < 2:
+        return None
+    seconds = (total_ms - prompt_ms) / 1000
+    return round((output_tokens - 1) / seconds, 1) if seconds > 0 else None
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
@@ -752,7 +761,7 @@ async def run_provider(
             if failure:
                 asked.extra["stream_error"] = failure
             if stream is not None:
-                asked.ttft_ms, asked.tokens_per_s = stream.ttft_ms, stream.tokens_per_s
+                asked.ttft_ms = stream.ttft_ms
                 asked.extra["stream_done"] = stream.done
                 if llama is not None and stream.called_model:
                     messages = ragu_messages(agent, stream.sources, question.question)
@@ -769,6 +778,7 @@ async def run_provider(
                         asked.extra["raw_error"] = f"{type(exc).__name__}: {exc}"
                     else:
                         asked.raw_ttft_ms, asked.raw_prompt_tokens = same.ttft_ms, same.prompt_tokens
+                        asked.tokens_per_s = generation_rate(stream.output_tokens, stream.total_ms, same.ttft_ms)
                     asked.prompt_tokens = asked.prompt_tokens or stream.prompt_tokens
             results.append(asked)
             _progress(agent["name"], index, len(questions), asked)

@@ -194,3 +194,9 @@ def test_rescore_judges_stored_answers_again_even_those_stored_without_citations
     naive = result["providers"]["naive"]
     assert (naive["correct"], naive["gold_cited"], naive["refusals"]) == (1.0, 1.0, 1.0)
     assert [row["metric"] for row in result["summary"]][:2] == ["naive correct", "naive gold_cited"]
+
+
+def test_the_generation_rate_counts_from_the_first_token() -> None:
+    assert bench.generation_rate(101, total_ms=12_000, prompt_ms=2_000) == 10.0
+    assert bench.generation_rate(1, total_ms=12_000, prompt_ms=2_000) is None  # one token has no rate
+    assert bench.generation_rate(50, total_ms=12_000, prompt_ms=None) is None
