@@ -16,18 +16,25 @@ parsed text.
 
 **The run**: a real ``ragu serve`` on an embedded PostgreSQL (``tests.hardening.live_stack.served``); the pages
 uploaded through chonkit's HTTP API, three collections created and embedded (the job followed to its end), one
-agent per provider over all three (top :data:`TOP_K` each, the default prompt). Each question is asked through
-kappi's stateless query API (what is scored) and, for the providers' timing, through the streamed chat API (a
-new chat per question: time to the first ``token`` event, output tokens per second after it).
+agent per provider over all three (top :data:`TOP_K` each, the default prompt, temperature 0.2, answers bounded
+at :data:`ANSWER_MAX_TOKENS`). Each question is asked through kappi's stateless query API (what is scored);
+extractive's all, and :data:`STREAMED_QUESTIONS` of a model's (spread over the list), also through the streamed
+chat API first (a new chat per question: time to the first ``token`` event). ``ragu serve`` gets
+``RAGU_LLM_TIMEOUT_SECONDS`` of :data:`LLM_TIMEOUT` (a shared machine is slow, and timeouts are not what is
+measured); ``--env`` adds settings (``RAGU_LOCAL_LLM_THREADS=1`` is what the figures so far used: on cores busy
+with other work, two llama.cpp threads collapsed to under 1 token/s).
 
 **Providers**: ``extractive`` (the offline default without a model); ``local``, the embedded llama.cpp model
-``ragu serve`` runs when one is installed; and the naive peer, a plain RAG stack on the same model: the top
-:data:`NAIVE_TOP_K` passages kappi's retrieve API finds, stuffed into a plain prompt that asks for ``[n]``
-citations (:data:`NAIVE_PROMPT`), sent straight to the llama.cpp server: no relevance floor, no citation check.
-On the questions timed through the stream, the same system prompt Ragu built (kappi's own
-``system_prompt_with_context`` over the passages the stream's ``sources`` event listed) is also sent straight to
-the llama.cpp server, so Ragu's time to first token is compared with the raw server's on the same prompt in the
-same run.
+``ragu serve`` runs (Qwen2.5-Coder-0.5B-Instruct by default, SmolLM2-135M in a quick run: :data:`QUICK_MODEL`);
+and the naive peer, a plain RAG stack on the same model and server: the top :data:`NAIVE_TOP_K` chunks of
+chonkit's dense search over the three collections, stuffed into a plain prompt that asks for ``[n]`` citations
+(:data:`NAIVE_PROMPT`), sent straight to the llama.cpp server: no relevance floor, no citation check. The
+server's address is read from ``ragu serve``'s log (or given with ``--llama-url``). After each streamed model
+answer, the prompt Ragu sent (rebuilt with kappi's own ``grounded_question`` from the passages the stream's
+``sources`` event listed; both prompt token counts are in the result) goes straight to the server too, read to
+its first token with no cached prefix (:func:`run_provider` says why), so Ragu's time to first token is compared
+with the raw server's on the same prompt in the same run. Ragu's generation rate is its output tokens over the
+time after the raw server's first token (:func:`generation_rate`); the naive peer's is its stream's own.
 
 **Scores** (:func:`score`): *correct*: every fact of the question appears in the answer (whole words,
 case-insensitive); *gold cited*: a citation of the answer comes from a gold document; *off-topic*: the share
