@@ -12,7 +12,10 @@ import pytest
 
 from bench.report import met
 from bench.scifact_bench import (
+    DOCUMENT_FUSION,
     Dataset,
+    ModeRun,
+    _engine_figures,
     _latency_rows,
     _quality_rows,
     bm25_ranking,
@@ -127,6 +130,7 @@ def test_summary_rows_hold_each_ratio_to_its_target() -> None:
         "lexical": {"ndcg_at_10": 0.670, "recall_at_100": 0.85, "request_ms": {"p50": 12.0}, "store_ms": {"p50": 6.0}},
         "hybrid": {"ndcg_at_10": 0.720, "recall_at_100": 0.90, "request_ms": {"p50": 16.0}, "store_ms": {"p50": 9.0}},
         "hybrid_limit_10": {"ndcg_at_10": 0.710},
+        "document_fusion_of_legs": {"ndcg_at_10": 0.730},
     }
     refs = {
         "bm25s": {"ndcg_at_10": 0.676, "recall_at_100": 0.91},
@@ -146,3 +150,17 @@ def test_summary_rows_hold_each_ratio_to_its_target() -> None:
     assert rows["pg: hybrid p50 vs dense p50, ms in the store (search_ms)"]["value"] == 2.25
     small = rows["pg: hybrid nDCG@10 at limit 10 (an agent's depth) vs bm25s"]
     assert (small["ours"], met(small)) == (0.710, None)  # shown, held to no target
+
+
+def test_document_fusion_credits_a_document_both_legs_found_through_different_chunks() -> None:
+    qrels = {"q": {"both": 1}}
+    timings = {"request_ms": [1.0], "store_ms": [1.0]}
+    runs = {
+        "dense": ModeRun(ranking={"q": ["dense_only", "both"]}, **timings),
+        "lexical": ModeRun(ranking={"q": ["keyword_only", "both"]}, **timings),
+    }
+    figures = _engine_figures(runs, qrels)
+    # second in each leg: 2/62 beats 1/61, so the document both legs found ranks first
+    assert figures[DOCUMENT_FUSION]["ndcg_at_10"] == pytest.approx(1.0)
+    assert figures["dense"]["ndcg_at_10"] == round(1 / LOG2_3, 4)  # rounded for the report
+    assert figures["dense"]["request_ms"] == {"p50": 1.0, "p95": 1.0}
