@@ -534,6 +534,7 @@ class Llama:
 
     base_url: str
     model: str
+    api_key: str | None = None
 
 
 async def llama_stream(
@@ -561,7 +562,9 @@ async def llama_stream(
     text: list[str] = []
     usage: dict[str, Any] = {}
     timings: dict[str, Any] = {}
-    async with client.stream("POST", f"{llama.base_url}/v1/chat/completions", json=body, timeout=LLM_TIMEOUT) as r:
+    headers = {"Authorization": f"Bearer {llama.api_key}"} if llama.api_key else {}
+    url = f"{llama.base_url}/v1/chat/completions"
+    async with client.stream("POST", url, json=body, headers=headers, timeout=LLM_TIMEOUT) as r:
         r.raise_for_status()
         async for _, data in sse_events(r):
             if data.strip() == "[DONE]":
@@ -638,6 +641,8 @@ class Stack:
     env: dict[str, str]
     log: Path
     """``ragu serve``'s log, which names the embedded llama.cpp server's address."""
+    data_dir: Path
+    """``ragu serve``'s data folder, where the embedded server's API key is kept for the administrator."""
 
 
 @asynccontextmanager
@@ -664,7 +669,7 @@ async def stack(pages: Sequence[Page], env: dict[str, str]) -> AsyncIterator[Sta
             started = time.perf_counter()
             collections = await _ingest(chonkit, pages)
             ingest_seconds = round(time.perf_counter() - started, 1)
-            yield Stack(admin, user, collections, ingest_seconds, running.env, running.server.log)
+            yield Stack(admin, user, collections, ingest_seconds, running.env, running.server.log, settings.data_path)
 
 
 async def _ingest(chonkit: Any, pages: Sequence[Page]) -> dict[str, str]:
@@ -1033,7 +1038,7 @@ async def measure(options: Options) -> dict[str, Any]:
         },
         "settings": {"top_k_per_collection": TOP_K, "naive_top_k": NAIVE_TOP_K, "streamed": STREAMED_QUESTIONS[size]},
         "ingest_seconds": ingest_seconds,
-        "llama": None if llama is None else asdict(llama),
+        "llama": None if llama is None else {"base_url": llama.base_url, "model": llama.model},  # not its key
         "serve_env": serve_env(options),
         "load_average": {"before": [round(x, 1) for x in load_before], "after": [round(x, 1) for x in os.getloadavg()]},
         "notes": notes,
@@ -1089,6 +1094,8 @@ async def _local_ready(s: Stack) -> dict[str, Any] | str:
         await asyncio.sleep(1)
 
 
+LOCAL_KEY_FILE = "local-llm.key"
+"""Where ``ragu serve`` keeps the embedded server's API key (owner-only), in its data folder."""
 _LOCAL_ADDRESS = re.compile(r"local LLM (\S+) starting on (http://127\.0\.0\.1:\d+)")
 
 
@@ -1102,7 +1109,9 @@ async def _llama(s: Stack, options: Options) -> Llama | None:
     if isinstance(await _local_ready(s), str):
         return None
     found = _LOCAL_ADDRESS.findall(s.log.read_text(errors="replace"))
-    return Llama(found[-1][1], found[-1][0]) if found else None
+    key_file = s.data_dir / LOCAL_KEY_FILE
+    key = key_file.read_text(encoding="utf-8").strip() if key_file.is_file() else None
+    return Llama(found[-1][1], found[-1][0], key) if found else None
 
 
 def rescore(result: dict[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
