@@ -184,7 +184,9 @@ class Retriever:
         if len({t.assignment.mode for t in targets}) > 1:
             chunks = _merged_by_rank(reached)
         else:
-            chunks = sorted((c for hits in reached for c in hits), key=lambda c: (-c.score, c.document_id))
+            # Equal fused scores are common across collections (each one's first hit scores the same): the
+            # closer passage goes first, so hybrid merges as dense does when ranks tie.
+            chunks = sorted((c for hits in reached for c in hits), key=lambda c: (-c.score, c.distance, c.document_id))
         retrieval = Retrieval(
             chunks=_dedupe(chunks),
             collections_searched=len(targets),
