@@ -71,7 +71,8 @@ def test_refusals(answer: str) -> None:
     "answer",
     [
         "The default weight is 50 and the maximum is 100 [1].",
-        "Here is what I found in your documents:\n- This parameter is not supported on Windows. [2]",
+        # a quoted passage may itself say "does not specify": only the answer's opening counts
+        "Here is what I found in your documents:\n- This value does not specify a directory. [2]",
         "checkpoint_timeout defaults to 5min [1].",  # an invented answer is not a refusal
     ],
 )
