@@ -25,6 +25,9 @@ from tests.kappi.conftest import as_user, chonkit, kappi
 __all__ = ["World", "assert_no_leak", "chonkit", "kappi", "world"]
 
 SECRET_PHRASE = "The executive bonus pool is seven million crowns"
+PUBLIC_TEXT = b"Vacation days: every employee has 25 vacation days a year, and requests go through the portal."
+"""Answers half the question, closely enough to pass kappi's relevance floor (cosine 0.53 with MiniLM; the shorter
+"Vacation requests go through the portal." scores 0.36, under the floor, and would be declined)."""
 QUESTION = "How large is the executive bonus pool and how many vacation days are there?"
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/metrics", "/schemas", "/schemas/{name:str}"})
 """Routes every service serves without a token (plus the OpenAPI documents under ``/docs``). ``/metrics`` is
@@ -73,7 +76,7 @@ async def world(
     restricted = await _collection(chonkit, f"Payroll_{suffix}", ["hr"])
     public = await _collection(chonkit, f"Handbook_{suffix}", [])
     document = await _upload(chonkit, f"payroll-{suffix}.md", f"# Pay\n\n{SECRET_PHRASE}. Vacation: 30 days.".encode())
-    public_document = await _upload(chonkit, f"handbook-{suffix}.txt", b"Vacation requests go through the portal.")
+    public_document = await _upload(chonkit, f"handbook-{suffix}.txt", PUBLIC_TEXT)
     job = await chonkit.post(f"/collections/{restricted['id']}/documents", json={"document_ids": [document["id"]]})
     await chonkit.post(f"/collections/{public['id']}/documents", json={"document_ids": [public_document["id"]]})
     await drain(worker)
