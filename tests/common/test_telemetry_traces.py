@@ -136,7 +136,9 @@ async def test_a_stateless_question_traces_the_same_steps(
     await drain(worker)
     spans.clear()
     member = as_user(settings, "ann", "board")
-    asked = await kappi.post(f"/agents/{agent['id']}/query", json={"content": "When?"}, headers=member)
+    asked = await kappi.post(
+        f"/agents/{agent['id']}/query", json={"content": "When does the merger close?"}, headers=member
+    )
     assert asked.status_code == 200
 
     finished = spans.get_finished_spans()
