@@ -72,6 +72,7 @@ from typing import Any
 import httpx
 
 from bench.report import ONE_CORE_ENV, SummaryRow
+from kappi.chat.grounding import DECLINE
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -207,6 +208,7 @@ class RaguServer:
             "RAGU_LOG_LEVEL": "WARNING",
             "RAGU_LOG_FORMAT": "json",
             "RAGU_LOCAL_EMBEDDER_THREADS": "1",
+            "RAGU_LOCAL_LLM_MODEL": "none",  # the extractive answers under load, whatever models are installed
         }
         self.settings_dir = folder / "tokens"
         self._process: subprocess.Popen[bytes] | None = None
@@ -948,12 +950,16 @@ class Load:
             shown = [f"{name}: {data[:200]}" for name, data in events if name != "token"]
             self.rec.error("chat_stream", "stream_shape", f"{len(names)} events; {shown}")
             return False
-        citations = json.loads(events[0][1])["citations"]
+        citations = json.loads(events[0][1])["citations"]  # every passage the answer is given
         done = json.loads(events[-1][1])
         self.check_citations("chat_stream", user, citations, sent)
-        if not citations:
+        self.check_citations("chat_stream", user, done["citations"] + done["also_retrieved"], sent)
+        declined = bool((done.get("grounding") or {}).get("declined"))
+        self.rec.checks["declined_by_the_relevance_floor"] += declined
+        if not citations and not declined:
             self.rec.error("chat_stream", "uncited", "an answer without sources (the public collection has documents)")
-        if done["sources_used"] != len(citations) or not done["message_id"]:
+        given = len(done["citations"]) + len(done["also_retrieved"])
+        if done["sources_used"] != len(done["citations"]) or given != len(citations) or not done["message_id"]:
             self.rec.error("chat_stream", "done_event", json.dumps(done))
             return False
         user.answers[chat].add(done["message_id"])
@@ -1004,8 +1010,11 @@ class Load:
         if not self._status("query", response, 200):
             return False
         body = response.json()
-        self.check_citations("query", user, body["citations"], sent)
-        if not body["citations"] or not body["answer"].strip():
+        given = body["citations"] + body["also_retrieved"]
+        self.check_citations("query", user, given, sent)
+        declined = body["answer"] == DECLINE  # no passage passed the relevance floor: said before any model ran
+        self.rec.checks["declined_by_the_relevance_floor"] += declined
+        if (not given and not declined) or not body["answer"].strip():
             self.rec.error("query", "uncited_or_empty", response.text[:500])
             return False
         return True
