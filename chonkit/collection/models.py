@@ -9,7 +9,7 @@ from uuid import UUID
 import msgspec
 
 from common.groups import GroupName
-from common.vectors.base import RetrievalMode
+from common.vectors.base import DEFAULT_DENSE_WEIGHT, RetrievalMode
 
 Groups = Annotated[list[GroupName], msgspec.Meta(max_length=100)]
 
@@ -111,7 +111,7 @@ class SearchRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         _about(
             "Hybrid only: the dense leg's share of the fusion (1 = the dense order, 0 = the lexical order).", ge=0, le=1
         ),
-    ] = 0.5
+    ] = DEFAULT_DENSE_WEIGHT
     document_ids: (
         Annotated[list[UUID], _about("Keep only chunks of these documents (empty = every document).")] | None
     ) = None

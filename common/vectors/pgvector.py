@@ -44,6 +44,7 @@ from common.db.database import Connection, Pool, init_connection
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
+    DEFAULT_DENSE_WEIGHT,
     IDENTITY_ID,
     Legs,
     RetrievalMode,
@@ -456,7 +457,7 @@ class PgVectorStore:
         where: SearchFilter | None = None,
         text: str = "",
         mode: RetrievalMode = "dense",
-        dense_weight: float = 0.5,
+        dense_weight: float = DEFAULT_DENSE_WEIGHT,
     ) -> list[SearchHit]:
         """Dense: one query per search; asks again only when equal distances straddle ``limit``, so that ties
         are broken by id over every tied chunk, not over those HNSW met first. Lexical and hybrid: one query

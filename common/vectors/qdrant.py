@@ -61,6 +61,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
+    DEFAULT_DENSE_WEIGHT,
     FILTERABLE,
     IDENTITY_ID,
     RetrievalMode,
@@ -317,7 +318,7 @@ class QdrantStore:
         where: SearchFilter | None = None,
         text: str = "",
         mode: RetrievalMode = "dense",
-        dense_weight: float = 0.5,
+        dense_weight: float = DEFAULT_DENSE_WEIGHT,
     ) -> list[SearchHit]:
         """Dense: one ``query_points`` call (a second one only when equal scores straddle ``limit``). Lexical
         and hybrid: see the module docstring."""

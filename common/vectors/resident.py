@@ -53,7 +53,16 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import AppError
-from common.vectors.base import RetrievalMode, Search, SearchFilter, SearchHit, SearchResult, Vector, VectorRecord
+from common.vectors.base import (
+    DEFAULT_DENSE_WEIGHT,
+    RetrievalMode,
+    Search,
+    SearchFilter,
+    SearchHit,
+    SearchResult,
+    Vector,
+    VectorRecord,
+)
 from common.vectors.changes import ChangeFeed
 from common.vectors.fusion import fuse, leg_depth
 from common.vectors.pgvector import DEFAULT_EF_SEARCH, Chunk, PgVectorStore
@@ -228,7 +237,7 @@ class ResidentVectors:
         where: SearchFilter | None = None,
         text: str = "",
         mode: RetrievalMode = "dense",
-        dense_weight: float = 0.5,
+        dense_weight: float = DEFAULT_DENSE_WEIGHT,
     ) -> list[SearchHit]:
         if mode != "dense":
             wanted = Search(

@@ -28,7 +28,7 @@ Choices that follow from Weaviate's model:
 Lexical and hybrid retrieval are Weaviate's own: ``bm25`` on ``content`` (BM25 k1 and b set to
 :mod:`common.vectors.lexical`'s on the collection; Weaviate tokenises words itself, without stemming, so its
 keyword ranking is close to, not identical with, the other engines') and native ``hybrid`` with ``alpha`` =
-``dense_weight`` and ranked fusion. Each leg of a hybrid search runs ``max(limit, 100)`` deep, which is
+``dense_weight`` and ranked fusion. Each leg of a hybrid search runs ``leg_depth(limit)`` deep, which is
 :func:`common.vectors.fusion.leg_depth`; the store asks for that many fused hits and reads each hit's rank in
 each leg from ``explain_score`` (Weaviate adds ``weight / (60 + position)`` per leg, position 0-based), so that
 ``score`` is recomputed by :mod:`common.vectors.fusion`'s formula and ``legs`` say which leg found a hit (its
@@ -79,6 +79,7 @@ from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
     CHUNK_EXTRAS,
+    DEFAULT_DENSE_WEIGHT,
     FILTERABLE,
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
@@ -243,7 +244,7 @@ def hybrid_arguments(
     text: str, vector: list[float], *, dense_weight: float, depth: int, filters: FilterReturn, requested: list[str]
 ) -> dict[str, Any]:
     """Keyword arguments of ``query.hybrid`` for a hybrid search: both legs ``depth`` deep (Weaviate runs each
-    ``max(limit, 100)`` deep), ranked fusion, BM25 on ``content``, each hit's vector (for its distance) and
+    ``leg_depth(limit)`` deep), ranked fusion, BM25 on ``content``, each hit's vector (for its distance) and
     the explanation that holds its ranks."""
     return {
         "query": text,
@@ -609,7 +610,7 @@ class WeaviateStore:
         where: SearchFilter | None = None,
         text: str = "",
         mode: RetrievalMode = "dense",
-        dense_weight: float = 0.5,
+        dense_weight: float = DEFAULT_DENSE_WEIGHT,
     ) -> list[SearchHit]:
         """Dense: one ``near_vector`` query; lexical: one ``bm25`` query; hybrid: one native ``hybrid`` query
         (module docstring). Another query only when equal scores straddle ``limit``, or an existence check when

@@ -9,7 +9,7 @@ from uuid import UUID
 import msgspec
 
 from common.groups import GroupName
-from common.vectors.base import RetrievalMode
+from common.vectors.base import DEFAULT_DENSE_WEIGHT, RetrievalMode
 from kappi.access.policy import Verdict
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -108,7 +108,7 @@ class Assignment(msgspec.Struct, frozen=True, kw_only=True):
     mode: RetrievalMode = "dense"
     """How the collection is searched: ``dense`` (embeddings), ``lexical`` (BM25 over the words) or ``hybrid``
     (both, fused by weighted reciprocal rank)."""
-    dense_weight: float = 0.5
+    dense_weight: float = DEFAULT_DENSE_WEIGHT
     """Hybrid only: the dense leg's share of the fusion, 0..1 (1 = the dense order, 0 = the lexical order)."""
     tags: list[str] | None = None
     """Only chunks of documents carrying at least one of these tags; ``None``: no condition."""

@@ -16,6 +16,7 @@ from common.auth import Authenticator, Principal
 from common.db import Database
 from common.errors import InvalidInput, NotFound
 from common.groups import check_groups
+from common.vectors.base import DEFAULT_DENSE_WEIGHT
 from kappi.access.identities import IdentityReader
 from kappi.access.policy import agent_visible
 from kappi.agent.models import (
@@ -45,7 +46,7 @@ DefaultLlm = Callable[[str | None], tuple[str, str]]
 RerankerCheck = Callable[[str, str | None], str]
 """The model an agent gets for a reranker and an optional model (``RerankerRegistry.resolve``); raises
 ``InvalidInput`` for an unknown reranker or model."""
-NEW_ASSIGNMENT = {"mode": "hybrid", "dense_weight": 0.5, "tags": None, "labels": None}
+NEW_ASSIGNMENT = {"mode": "hybrid", "dense_weight": DEFAULT_DENSE_WEIGHT, "tags": None, "labels": None}
 """What a new assignment gets for the retrieval settings it does not send."""
 
 

@@ -27,7 +27,7 @@ def upgrade() -> None:
     op.execute("""
     ALTER TABLE kappi.agent_collections
         ADD COLUMN mode text NOT NULL DEFAULT 'dense' CHECK (mode IN ('dense', 'lexical', 'hybrid')),
-        ADD COLUMN dense_weight double precision NOT NULL DEFAULT 0.5 CHECK (dense_weight BETWEEN 0 AND 1),
+        ADD COLUMN dense_weight double precision NOT NULL DEFAULT 0.4 CHECK (dense_weight BETWEEN 0 AND 1),
         ADD COLUMN tags text[],
         ADD COLUMN labels text[]
     """)

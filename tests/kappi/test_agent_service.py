@@ -17,6 +17,7 @@ from common.db import SingleConnectionDatabase
 from common.db.database import Connection
 from common.errors import AppError, InvalidInput, NotFound
 from common.rerankers import default_rerankers
+from common.vectors.base import DEFAULT_DENSE_WEIGHT
 from common.vectors.registry import VectorRegistry
 from kappi.agent.models import (
     DEFAULT_SYSTEM_PROMPT,
@@ -415,7 +416,7 @@ async def test_assignments_keep_their_retrieval_settings_new_ones_are_hybrid(
     )
     settings = {a.name: (a.mode, a.dense_weight, a.tags, a.labels) for a in report.collections}
     assert settings == {
-        handbook.name: ("hybrid", 0.5, None, None),
+        handbook.name: ("hybrid", DEFAULT_DENSE_WEIGHT, None, None),
         policies.name: ("dense", 0.8, ["hr", "policy"], ["final"]),
     }
 
@@ -431,7 +432,7 @@ async def test_assignments_keep_their_retrieval_settings_new_ones_are_hybrid(
     )
     settings = {a.name: (a.top_k, a.mode, a.dense_weight, a.tags, a.labels) for a in again.collections}
     assert settings == {
-        handbook.name: (5, "lexical", 0.5, ["faq"], None),
+        handbook.name: (5, "lexical", DEFAULT_DENSE_WEIGHT, ["faq"], None),
         policies.name: (9, "dense", 0.8, ["hr", "policy"], ["final"]),
     }
     cleared = await agents.assign(

@@ -186,7 +186,7 @@ function assignForm(base, id, collections, reload) {
     h("div", { class: "row" },
       h("label", {}, "Retrieval mode", mode),
       field("Dense weight (hybrid: 1 = by meaning only, 0 = by words only)",
-        { name: "dense_weight", type: "number", step: "0.05", min: 0, max: 1, value: 0.5 })),
+        { name: "dense_weight", type: "number", step: "0.05", min: 0, max: 1, value: 0.4 })),
     h("div", { class: "row" },
       field("Only documents tagged (comma-separated; empty = all)", { name: "tags", placeholder: "policy" }),
       field("Only documents labelled (comma-separated; empty = all)", { name: "labels" })),

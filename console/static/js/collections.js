@@ -267,7 +267,7 @@ function searchBench(base, id) {
     h("option", { value: "hybrid" }, "Hybrid (meaning + keywords)"),
     h("option", { value: "dense" }, "Dense (meaning)"),
     h("option", { value: "lexical" }, "Lexical (keywords)"));
-  const weight = h("input", { type: "range", name: "dense_weight", min: 0, max: 1, step: 0.05, value: 0.5 });
+  const weight = h("input", { type: "range", name: "dense_weight", min: 0, max: 1, step: 0.05, value: 0.4 });
   const weightShown = h("output", { for: "bench-weight" }, "0.50");
   weight.id = "bench-weight";
   const weightLabel = h("label", { class: "weight" }, "Meaning's share of hybrid", weight, weightShown);

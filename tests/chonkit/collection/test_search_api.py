@@ -14,7 +14,7 @@ from chonkit.collection.models import Collection
 from chonkit.collection.service import identity_of
 from chonkit.embedding.worker import EmbeddingWorker
 from common.db.database import Connection
-from common.vectors.base import ChunkPayload, VectorRecord
+from common.vectors.base import DEFAULT_DENSE_WEIGHT, ChunkPayload, VectorRecord
 from common.vectors.registry import VectorRegistry
 from tests.chonkit.collection.test_collections_api import PROVIDERS, create_collection, embed, upload
 from tests.chonkit.conftest import drain
@@ -337,7 +337,7 @@ async def test_the_openapi_schema_describes_the_bench_controls_and_the_legs(chon
     assert all(field["description"] for field in legs.values())
     request = schemas["SearchRequest"]["properties"]
     assert request["mode"]["enum"] == ["dense", "lexical", "hybrid"]
-    assert (request["mode"]["default"], request["dense_weight"]["default"]) == ("hybrid", 0.5)
+    assert (request["mode"]["default"], request["dense_weight"]["default"]) == ("hybrid", DEFAULT_DENSE_WEIGHT)
     assert request["limit"]["maximum"] == 200
     for field in ("mode", "dense_weight", "tags", "labels", "group_by", "limit"):
         assert request[field]["description"], field

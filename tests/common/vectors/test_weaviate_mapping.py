@@ -37,7 +37,7 @@ from common.vectors.base import (
     SearchHit,
     VectorRecord,
 )
-from common.vectors.fusion import RRF_K
+from common.vectors.fusion import RRF_K, leg_depth
 from common.vectors.records import checked_identity_payload
 from common.vectors.weaviate import (
     VECTOR_NAME,
@@ -588,7 +588,7 @@ async def test_a_hybrid_search_is_one_native_ranked_hybrid_query_through_a_grpc_
     hybrid = request.hybrid_search
     assert (hybrid.query, hybrid.alpha, list(hybrid.properties)) == ("solar panels", 0.25, ["content"])
     assert hybrid.fusion_type == base_search_pb2.Hybrid.FUSION_TYPE_RANKED
-    assert request.limit == 100  # leg_depth: each leg of Weaviate's hybrid runs max(limit, 100) deep
+    assert request.limit == leg_depth(5)  # each leg of Weaviate's hybrid runs as deep as fusion's legs elsewhere
     assert request.filters == _FilterToGRPC.convert(search_filter(where))  # one filter: both legs
     assert list(request.metadata.vectors) == [VECTOR_NAME]
     assert request.metadata.explain_score
