@@ -243,7 +243,7 @@ def test_the_prompt_echoed_back_is_dropped_even_with_a_citation_in_it() -> None:
         grounder,
         [
             "Employees get 25 days of paid holiday per calendar year. Question: How many days of paid holiday? ",
-            "Cite the source of each fact by its id, like [1]. I don't know.",
+            "Answer the question using only the sources below [1]. I don't know.",
         ],
     )
     assert text == "Employees get 25 days of paid holiday per calendar year. [2] I don't know."

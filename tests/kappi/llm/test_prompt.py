@@ -92,14 +92,17 @@ def test_the_default_template_wraps_sources_and_says_they_are_not_instructions()
     assert render_context([]).endswith("<sources>\n\n</sources>")
 
 
-def test_the_question_comes_right_after_its_sources_and_the_rules_come_last() -> None:
-    """Small models follow what is nearest the end: the sources, the question, then how to answer."""
+def test_the_rules_come_first_and_the_question_last() -> None:
+    """A 0.5B model answered "[1] [1] [1] ..." with the rules after the question and a "like [1]" example;
+    with the rules first and the question last it answers (measured in the commit adding this test)."""
     passages = [passage(1, "Holidays: 25 days.")]
     turn = grounded_question(" How many holidays? ", passages)
-    assert turn == f"{render_context(passages)}\n\nQuestion: How many holidays?\n\n{ANSWER_RULES}"
-    for rule in ("only the sources", "like [1]", "I don't know"):
+    assert turn == f"{ANSWER_RULES}\n\n{render_context(passages)}\n\nQuestion: How many holidays?"
+    for rule in ("only the sources", "I don't know"):
         assert rule in ANSWER_RULES
-    assert grounded_question("Q?", passages, "Excerpts:\n{context}").startswith("Excerpts:\n<collection")
+    assert "[1]" not in ANSWER_RULES  # the example the small model repeated until the token limit
+    with_template = grounded_question("Q?", passages, "Excerpts:\n{context}")
+    assert with_template.startswith(f"{ANSWER_RULES}\n\nExcerpts:\n<collection")
 
 
 def test_an_agent_template_wraps_the_sources_where_it_says() -> None:
