@@ -12,6 +12,7 @@ import pytest
 
 from common.db import migrate as migrations
 from common.db.embedded import ensure_database, with_database
+from common.vectors.base import DEFAULT_DENSE_WEIGHT
 
 DATABASE = "ragu_migration_0014"
 
@@ -75,7 +76,7 @@ def test_existing_assignments_stay_dense_new_ones_are_hybrid_and_the_downgrade_k
             "SELECT reranker, rerank_model FROM kappi.agent_versions",
         )
     )
-    assert [tuple(r) for r in existing] == [("dense", 0.5, None, None)]
+    assert [tuple(r) for r in existing] == [("dense", DEFAULT_DENSE_WEIGHT, None, None)]
     assert [tuple(r) for r in version] == [(None, None)]
     (added,) = asyncio.run(
         _run(
