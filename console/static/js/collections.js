@@ -268,7 +268,7 @@ function searchBench(base, id) {
     h("option", { value: "dense" }, "Dense (meaning)"),
     h("option", { value: "lexical" }, "Lexical (keywords)"));
   const weight = h("input", { type: "range", name: "dense_weight", min: 0, max: 1, step: 0.05, value: 0.4 });
-  const weightShown = h("output", { for: "bench-weight" }, "0.50");
+  const weightShown = h("output", { for: "bench-weight" }, "0.40");
   weight.id = "bench-weight";
   const weightLabel = h("label", { class: "weight" }, "Meaning's share of hybrid", weight, weightShown);
   weight.addEventListener("input", () => { weightShown.textContent = Number(weight.value).toFixed(2); });
