@@ -1,0 +1,1 @@
+"""Sources: folders and web sites a collection is kept in sync with, incrementally by content hash."""
