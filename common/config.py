@@ -51,6 +51,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Run an embedding worker inside the chonkit process (the embedded setup); compose runs ``ragu worker``."""
     worker_heartbeat_seconds: float = 5.0
     """How often a worker marks its job item alive; an item silent for 6 heartbeats is taken over."""
+    source_allow_private_urls: bool = False
+    """Let web sources fetch private, loopback and link-local addresses (an intranet wiki). Off: only public
+    addresses, checked on every redirect hop and at connect time, so a URL cannot reach the metadata service."""
 
     qdrant_url: str | None = None
     """A Qdrant server. Unset: Qdrant's local mode on ``qdrant_path`` (one process at a time)."""
