@@ -54,6 +54,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     source_allow_private_urls: bool = False
     """Let web sources fetch private, loopback and link-local addresses (an intranet wiki). Off: only public
     addresses, checked on every redirect hop and at connect time, so a URL cannot reach the metadata service."""
+    source_roots: str = ""
+    """Folders under which folder sources may read, separated by ``os.pathsep`` (``:``). Empty: folder sources
+    are refused; a path is checked after resolving symlinks, so nothing outside these folders is ever read."""
 
     qdrant_url: str | None = None
     """A Qdrant server. Unset: Qdrant's local mode on ``qdrant_path`` (one process at a time)."""
@@ -128,6 +131,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
+
+    @property
+    def source_root_paths(self) -> list[Path]:
+        return [Path(p) for p in self.source_roots.split(os.pathsep) if p.strip()]
 
     @property
     def uses_jwks(self) -> bool:
