@@ -1,0 +1,686 @@
+"""Web sources: one page, a sitemap's pages, or a crawl of one host, as :class:`SourceItem`\\ s.
+
+A URL an admin types is fetched by the server, so it must not become a way into the server's own network
+(SSRF): every host is resolved and each of its addresses checked (:func:`is_public_address`: no private,
+loopback, link-local, shared, multicast, reserved or unspecified address, IPv4 or IPv6, nor an IPv4 address
+wrapped in IPv6) unless the operator allows private addresses. The check is made where the connection is made
+(:class:`_PinnedTransport`): the request goes to the very address that was checked, with the original name in
+``Host`` and in TLS SNI, so a name that resolves to a public address for the check and to ``127.0.0.1`` a moment
+later (DNS rebinding) cannot slip through. Redirects are followed by hand, each hop checked the same way.
+Environment proxies are ignored (a proxy would make the connection, not us).
+
+Pages keep their visible text only: HTML loses scripts, styles, comments, attributes and the page's chrome
+(``nav``, ``aside``, the page's own ``header`` and ``footer``, and their ARIA roles) before chonkit's HTML
+parser, which drops hidden elements itself. The same page fetched twice is then the same bytes, so its content
+hash changes only when what a reader sees changes.
+
+Errors: a source that cannot be listed at all raises (``InvalidInput`` ``web_address_forbidden`` for its own URL
+refused, ``Unavailable`` ``web_fetch_failed`` when its start page or sitemap cannot be fetched), so a sync never
+mistakes an unreachable site for an empty one; a page that cannot be taken becomes a :class:`SkippedItem`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import socket
+import zlib
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.robotparser import RobotFileParser
+
+import httpx
+import msgspec
+from lxml import etree  # type: ignore[import-untyped]  # lxml ships no type information
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from chonkit.document.parsing.textcodec import decode_text
+from chonkit.source.items import SkippedItem, SourceItem
+from common.errors import InvalidInput, Unavailable
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
+"""Resolves a host name (or an address literal) and port to the addresses a connection could go to."""
+
+USER_AGENT = "RaguBot/0.1 (Ragu web source; fetches pages an administrator registered)"
+ROBOTS_AGENT = "RaguBot"
+"""The product token robots.txt groups are matched against."""
+MAX_DEPTH = 5
+MAX_PAGES = 1000
+MAX_PAGE_BYTES = 50 * 1024 * 1024
+MAX_REDIRECTS = 5
+"""RFC 9309 asks crawlers to follow at least five redirects for robots.txt; pages get the same bound."""
+MAX_ROBOTS_BYTES = 512 * 1024
+"""RFC 9309: a crawler must parse at least 500 KiB of robots.txt."""
+MAX_SITEMAPS = 50
+"""Sitemap files fetched for one source (an index and the sitemaps it lists)."""
+MAX_CRAWL_DELAY_SECONDS = 5.0
+PAGE_SECONDS = 60.0
+"""Longest a page may take in all, so a server that trickles bytes cannot hold a sync for ever."""
+_TIMEOUT = httpx.Timeout(15.0, connect=5.0)
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_PASS_THROUGH = {
+    "application/pdf": "application/pdf",
+    "text/plain": "text/plain",
+    "text/markdown": "text/markdown",
+    "text/x-markdown": "text/markdown",
+    "text/csv": "text/csv",
+    "application/json": "application/json",
+}
+_BY_EXTENSION = {
+    ".pdf": "application/pdf",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+    ".csv": "text/csv",
+    ".json": "application/json",
+    ".html": "text/html",
+    ".htm": "text/html",
+}
+"""Servers often say ``application/octet-stream`` (or ``text/plain`` for Markdown); the URL's extension decides."""
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHROME = "nav, aside, [role=navigation], [role=banner], [role=contentinfo], [role=complementary], [role=search]"
+_NOT_TEXT = "script, style, noscript, template, iframe, object, embed, svg, canvas, dialog, button, select, textarea"
+# not ``form``: ASP.NET pages hold their whole body in one
+_HIDDEN = (
+    '[hidden], [aria-hidden=true], [style*="display:none" i], [style*="display: none" i], '
+    '[style*="visibility:hidden" i], [style*="visibility: hidden" i]'
+)
+_SECTIONS = frozenset({"article", "aside", "main", "nav", "section"})
+"""A ``header`` or ``footer`` inside one of these belongs to it (an article's byline), not to the page's chrome."""
+_NAME_BYTES = 255
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_IETF_PROTOCOL = ipaddress.IPv4Network("192.0.0.0/24")
+"""Not global (RFC 6890); Python before 3.12 counts only parts of it as private."""
+
+
+class WebSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a web source fetches. Invalid values raise :class:`InvalidInput` with a ``web_*`` code when built."""
+
+    url: str
+    """The page (``page``), the sitemap or sitemap index (``sitemap``), or the start page (``crawl``)."""
+    mode: Literal["page", "sitemap", "crawl"] = "page"
+    depth: int = 1
+    """Crawl only: links followed from the start page (0: the start page alone), at most :data:`MAX_DEPTH`."""
+    max_pages: int = 100
+    """Most pages one sync takes, at most :data:`MAX_PAGES`; the rest are left out of that sync."""
+    max_bytes: int = 5 * 1024 * 1024
+    """Largest page (or sitemap file) read; a bigger one is skipped, never truncated."""
+
+    def __post_init__(self) -> None:
+        parse_start_url(self.url)
+        if not 0 <= self.depth <= MAX_DEPTH:
+            raise InvalidInput(f"depth must be 0 to {MAX_DEPTH}, not {self.depth}.", code="web_depth_out_of_range")
+        if not 1 <= self.max_pages <= MAX_PAGES:
+            raise InvalidInput(
+                f"max_pages must be 1 to {MAX_PAGES}, not {self.max_pages}.", code="web_max_pages_out_of_range"
+            )
+        if not 1024 <= self.max_bytes <= MAX_PAGE_BYTES:
+            raise InvalidInput(
+                f"max_bytes must be 1024 to {MAX_PAGE_BYTES}, not {self.max_bytes}.", code="web_max_bytes_out_of_range"
+            )
+
+
+class AddressRefused(InvalidInput):
+    """A host resolves to an address web sources may not reach (or does not resolve at all)."""
+
+    default_code = "web_address_forbidden"
+
+
+def parse_start_url(url: str | httpx.URL) -> httpx.URL:
+    """A source's URL as :func:`normalise_url` gives it; anything but plain ``http(s)://host/...`` is refused."""
+    try:
+        parsed = httpx.URL(url.strip()) if isinstance(url, str) else url
+    except httpx.InvalidURL as exc:
+        raise InvalidInput(f"{url!r} is not a URL: {exc}.", code="web_url_invalid") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InvalidInput(f"{url!r} must be an http:// or https:// URL with a host.", code="web_url_invalid")
+    if parsed.userinfo:
+        raise InvalidInput("A web source URL may not carry a user name or password.", code="web_url_invalid")
+    return normalise_url(parsed)
+
+
+def normalise_url(url: httpx.URL) -> httpx.URL:
+    """One spelling per page: lower-case scheme and host, no default port, no fragment, ``/`` for an empty path."""
+    default_port = {"http": 80, "https": 443}.get(url.scheme)
+    return httpx.URL(
+        scheme=url.scheme,
+        host=url.host,
+        port=None if url.port == default_port else url.port,
+        raw_path=(url.raw_path.split(b"?")[0] or b"/") + (b"?" + url.query if url.query else b""),
+    )
+
+
+def is_public_address(ip: IPAddress) -> bool:
+    """Whether ``ip`` is a public unicast address; an IPv4 address inside IPv6 is judged as itself."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in _NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            return is_public_address(embedded)
+    return ip.is_global and not (
+        ip in _IETF_PROTOCOL
+        or ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+    )
+
+
+async def resolve_host(host: str, port: int) -> list[IPAddress]:
+    """The system resolver's addresses for ``host``, in its order of preference, without duplicates."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise AddressRefused(f"{host} does not resolve ({exc.strerror}).", code="web_host_unresolved") from exc
+    addresses: list[IPAddress] = []
+    for *_, sockaddr in infos:
+        ip = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
+        if ip not in addresses:
+            addresses.append(ip)
+    return addresses
+
+
+class AddressGuard:
+    """Decides which addresses a web source may connect to.
+
+    Args:
+        allow_private: let private, loopback and link-local addresses through (``RAGU_SOURCE_ALLOW_PRIVATE_URLS``);
+            multicast and unspecified addresses are refused even then, no web server lives there.
+        resolve: the resolver (tests give names of their own).
+        is_public: the public-address rule (tests treat their local server's address as public to test redirects).
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool,
+        resolve: Resolver = resolve_host,
+        is_public: Callable[[IPAddress], bool] = is_public_address,
+    ) -> None:
+        self._allow_private = allow_private
+        self._resolve = resolve
+        self._is_public = is_public
+
+    async def addresses(self, host: str, port: int) -> Sequence[IPAddress]:
+        """The addresses to connect to for ``host``; all of them must be allowed, or none is used.
+
+        Raises:
+            AddressRefused: ``web_address_forbidden`` naming the refused address, or ``web_host_unresolved``.
+        """
+        addresses = await self._resolve(host, port)
+        if not addresses:
+            raise AddressRefused(f"{host} has no address.", code="web_host_unresolved")
+        for ip in addresses:
+            never = ip.is_multicast or ip.is_unspecified
+            if never or not (self._allow_private or self._is_public(ip)):
+                raise AddressRefused(
+                    f"{host} resolves to {ip}, a {_address_kind(ip)} address; web sources fetch public addresses"
+                    + ("." if never else " only (RAGU_SOURCE_ALLOW_PRIVATE_URLS allows private ones)."),
+                    extra={"host": host, "address": str(ip)},
+                )
+        return addresses
+
+
+def _address_kind(ip: IPAddress) -> str:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return f"IPv4-mapped {_address_kind(ip.ipv4_mapped)}"
+    kinds = ("loopback", "link-local", "multicast", "unspecified", "private", "reserved")
+    return next((kind for kind in kinds if getattr(ip, f"is_{kind.replace('-', '_')}")), "non-public")
+
+
+class _PinnedTransport(httpx.AsyncBaseTransport):
+    """Sends each request to an address the guard allowed at that moment, keeping the name in Host and SNI.
+
+    One inner transport per host name, so a TLS connection made (and verified) for one name is never reused for
+    another name that happens to share its address.
+    """
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self._guard = guard
+        self._transports: dict[str, httpx.AsyncHTTPTransport] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        port = request.url.port or (443 if request.url.scheme == "https" else 80)
+        addresses = await self._guard.addresses(host, port)
+        transport = self._transports.get(host)
+        if transport is None:
+            transport = self._transports[host] = httpx.AsyncHTTPTransport(trust_env=False)
+        failure: httpx.ConnectError | None = None
+        for ip in addresses:
+            pinned = httpx.Request(
+                request.method,
+                request.url.copy_with(host=str(ip)),
+                headers=request.headers,  # holds the original Host
+                stream=request.stream,
+                extensions={**request.extensions, "sni_hostname": host},
+            )
+            try:
+                return await transport.handle_async_request(pinned)
+            except httpx.ConnectError as exc:
+                failure = exc
+        assert failure is not None  # addresses() never returns an empty list
+        raise failure
+
+    async def aclose(self) -> None:
+        for transport in self._transports.values():
+            await transport.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    url: httpx.URL
+    """Where the content came from, after redirects (normalised)."""
+    media_type: str
+    content: bytes
+
+
+@dataclass(slots=True)
+class _Robots:
+    rules: RobotFileParser | None
+    """``None``: robots.txt says nothing (absent), so everything is allowed."""
+    disallow_all: bool = False
+    delay: float = 0.0
+    last_fetch: float = field(default=0.0)
+
+
+class _Skip(Exception):
+    """A page that cannot be taken; becomes a :class:`SkippedItem`."""
+
+    def __init__(self, code: str, reason: str, *, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.status = status
+        """The HTTP status that made the page unusable, if it was one."""
+
+
+class WebLister:
+    """Lists a web source's pages as they are now, politely (robots.txt, one request at a time) and within limits.
+
+    Args:
+        spec: what to fetch.
+        allow_private: ``RAGU_SOURCE_ALLOW_PRIVATE_URLS``.
+        guard: the address rule; by default the system resolver and :func:`is_public_address`.
+    """
+
+    def __init__(self, spec: WebSpec, *, allow_private: bool, guard: AddressGuard | None = None) -> None:
+        self.spec = spec
+        self._start = parse_start_url(spec.url)
+        self._guard = guard or AddressGuard(allow_private=allow_private)
+        self._robots: dict[tuple[str, str, int | None], _Robots] = {}
+
+    async def items(self) -> AsyncIterator[SourceItem | SkippedItem]:
+        """The source's pages; see the module docstring for what raises and what is skipped."""
+        async with httpx.AsyncClient(
+            transport=_PinnedTransport(self._guard),
+            headers={"User-Agent": USER_AGENT},
+            timeout=_TIMEOUT,
+            follow_redirects=False,
+            trust_env=False,
+        ) as client:
+            fetcher = _Fetcher(client, self)
+            if self.spec.mode == "sitemap":
+                listing = self._sitemap_pages(fetcher)
+            elif self.spec.mode == "crawl":
+                listing = self._crawl(fetcher)
+            else:
+                listing = self._single_page(fetcher)
+            async for item in listing:
+                yield item
+
+    async def _single_page(self, fetcher: _Fetcher) -> AsyncIterator[SourceItem | SkippedItem]:
+        try:
+            page = await fetcher.page(self._start, start=True)
+            yield await asyncio.to_thread(_to_item, page)
+        except _Skip as skip:
+            yield SkippedItem(key=str(self._start), code=skip.code, reason=skip.reason)
+
+    async def _sitemap_pages(self, fetcher: _Fetcher) -> AsyncIterator[SourceItem | SkippedItem]:
+        urls, skipped = await fetcher.sitemap_urls(self._start)
+        for item in skipped:
+            yield item
+        taken = 0
+        seen: set[str] = set()
+        for url in urls:
+            if str(url) in seen:
+                continue
+            seen.add(str(url))
+            if taken == self.spec.max_pages:
+                yield _page_limit_skip(self.spec, url)
+                return
+            try:
+                page = await fetcher.page(url)
+            except _Skip as skip:
+                yield SkippedItem(key=str(url), code=skip.code, reason=skip.reason)
+                continue
+            if str(page.url) in seen and page.url != url:
+                continue  # redirected to a page listed (and taken) already
+            seen.add(str(page.url))
+            taken += 1
+            yield await asyncio.to_thread(_to_item, page)
+
+    async def _crawl(self, fetcher: _Fetcher) -> AsyncIterator[SourceItem | SkippedItem]:
+        """Breadth first from the start page, within its host (as it is after redirects) and depth."""
+        queue: deque[tuple[httpx.URL, int]] = deque([(self._start, 0)])
+        seen = {str(self._start)}
+        host: str | None = None
+        taken = 0
+        while queue:
+            url, depth = queue.popleft()
+            if taken == self.spec.max_pages:
+                yield _page_limit_skip(self.spec, url)
+                return
+            try:
+                page = await fetcher.page(url, start=host is None, host=host)
+            except _Skip as skip:
+                yield SkippedItem(key=str(url), code=skip.code, reason=skip.reason)
+                continue
+            host = host or page.url.host
+            if str(page.url) != str(url):
+                if str(page.url) in seen:
+                    continue
+                seen.add(str(page.url))
+            taken += 1
+            item, links = await asyncio.to_thread(_to_item_and_links, page, depth < self.spec.depth)
+            yield item
+            for link in links:
+                if link.host == host and str(link) not in seen:
+                    seen.add(str(link))
+                    queue.append((link, depth + 1))
+
+
+def _page_limit_skip(spec: WebSpec, url: httpx.URL) -> SkippedItem:
+    return SkippedItem(
+        key=str(url),
+        code="web_page_limit",
+        reason=f"The source's limit of {spec.max_pages} pages was reached; this page and those after it were not "
+        "fetched.",
+    )
+
+
+class _Fetcher:
+    """GETs with hand-followed redirects, robots.txt, the size bound and the per-page time bound."""
+
+    def __init__(self, client: httpx.AsyncClient, lister: WebLister) -> None:
+        self._client = client
+        self._spec = lister.spec
+        self._robots = lister._robots
+
+    async def page(self, url: httpx.URL, *, start: bool = False, host: str | None = None) -> _Page:
+        """Fetch a page; ``host`` (crawl) refuses redirects off it. A failing start page raises instead of skip."""
+        try:
+            async with asyncio.timeout(PAGE_SECONDS):
+                return await self._get(url, max_bytes=self._spec.max_bytes, host=host, robots=True)
+        except TimeoutError:
+            failure = _Skip("web_timeout", f"{url} took longer than {PAGE_SECONDS:.0f} s.")
+        except AddressRefused as exc:
+            if start:
+                raise
+            failure = _Skip(exc.code, exc.detail)
+        except httpx.HTTPError as exc:
+            failure = _Skip("web_fetch_failed", f"{url} could not be fetched: {_describe(exc)}.")
+        except _Skip as skip:
+            failure = skip
+        if start and failure.code in ("web_fetch_failed", "web_timeout", "web_http_error"):
+            raise Unavailable(f"The source's start page failed: {failure.reason}", code="web_fetch_failed")
+        raise failure
+
+    async def sitemap_urls(self, url: httpx.URL) -> tuple[list[httpx.URL], list[SkippedItem]]:
+        """The page URLs of a sitemap or sitemap index (nested, gzipped or not), off-host ones skipped."""
+        pending = deque([url])
+        fetched: set[str] = set()
+        pages: list[httpx.URL] = []
+        skipped: list[SkippedItem] = []
+        while pending and len(fetched) < MAX_SITEMAPS and len(pages) <= self._spec.max_pages:
+            sitemap = pending.popleft()
+            if str(sitemap) in fetched:
+                continue
+            fetched.add(str(sitemap))
+            try:
+                page = await self.page(sitemap, start=sitemap == url)
+                is_index, locations = await asyncio.to_thread(_sitemap_locations, page.content, self._spec.max_bytes)
+            except _Skip as skip:
+                if sitemap == url:
+                    raise Unavailable(f"The sitemap cannot be read: {skip.reason}", code=skip.code) from None
+                skipped.append(SkippedItem(key=str(sitemap), code=skip.code, reason=skip.reason))
+                continue
+            for location in locations:
+                try:
+                    target = parse_start_url(urljoin(page.url, location))
+                except InvalidInput:
+                    continue
+                if target.host != sitemap.host:
+                    reason = f"The sitemap at {sitemap} lists {target}, on another host; sitemaps list their own host."
+                    skipped.append(SkippedItem(key=str(target), code="web_off_host", reason=reason))
+                elif is_index:
+                    pending.append(target)
+                else:
+                    pages.append(target)
+        return pages, skipped
+
+    async def _get(self, url: httpx.URL, *, max_bytes: int, host: str | None, robots: bool) -> _Page:
+        for _ in range(MAX_REDIRECTS + 1):
+            if host is not None and url.host != host:
+                raise _Skip("web_off_host", f"{url} is not on {host}, the host this crawl stays on.")
+            if robots:
+                await self._obey_robots(url)
+            async with self._client.stream("GET", url) as response:
+                if response.is_redirect:
+                    location = response.headers.get("location", "")
+                    try:
+                        url = parse_start_url(urljoin(url, location))
+                    except InvalidInput as exc:
+                        raise _Skip("web_redirect_invalid", f"{url} redirects to {location!r}: {exc.detail}") from None
+                    continue
+                if response.status_code >= 400:
+                    raise _Skip(
+                        "web_http_error", f"{url} answered HTTP {response.status_code}.", status=response.status_code
+                    )
+                media_type = _media_type(response, url)
+                content = await _read_bounded(response, url, max_bytes)
+                return _Page(url=url, media_type=media_type, content=content)
+        raise _Skip("web_too_many_redirects", f"{url} is more than {MAX_REDIRECTS} redirects away.")
+
+    async def _obey_robots(self, url: httpx.URL) -> None:
+        origin = (url.scheme, url.host, url.port)
+        robots = self._robots.get(origin)
+        if robots is None:
+            robots = self._robots[origin] = await self._fetch_robots(url)
+        if robots.disallow_all or (robots.rules is not None and not robots.rules.can_fetch(ROBOTS_AGENT, str(url))):
+            raise _Skip("web_robots_disallowed", f"{url.host}'s robots.txt does not allow {url}.")
+        if robots.delay:
+            loop = asyncio.get_running_loop()
+            if (wait := robots.last_fetch + robots.delay - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            robots.last_fetch = loop.time()
+
+    async def _fetch_robots(self, url: httpx.URL) -> _Robots:
+        """RFC 9309: a 4xx (or a file that is not there) allows everything; a 5xx or no answer disallows all."""
+        robots_url = url.copy_with(raw_path=b"/robots.txt")
+        try:
+            page = await self._get(robots_url, max_bytes=MAX_ROBOTS_BYTES, host=None, robots=False)
+        except _Skip as skip:
+            return _Robots(rules=None, disallow_all=skip.status is None or skip.status >= 500)
+        except httpx.HTTPError:
+            return _Robots(rules=None, disallow_all=True)
+        rules = RobotFileParser()
+        rules.parse(decode_text(page.content).splitlines())
+        delay = rules.crawl_delay(ROBOTS_AGENT)
+        return _Robots(rules=rules, delay=min(float(delay or 0), MAX_CRAWL_DELAY_SECONDS))
+
+
+async def _read_bounded(response: httpx.Response, url: httpx.URL, max_bytes: int) -> bytes:
+    """The (decoded) body, refused as soon as it passes ``max_bytes``: a gzip bomb stops there too."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
+        raise _Skip("web_page_too_large", f"{url} is {int(declared)} bytes; the source's limit is {max_bytes}.")
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > max_bytes:
+            raise _Skip("web_page_too_large", f"{url} is larger than the source's limit of {max_bytes} bytes.")
+    return bytes(body)
+
+
+def _media_type(response: httpx.Response, url: httpx.URL) -> str:
+    declared = str(response.headers.get("content-type", "")).split(";")[0].strip().lower()
+    by_extension = next((t for ext, t in _BY_EXTENSION.items() if url.path.lower().endswith(ext)), None)
+    if declared in ("", "application/octet-stream", "binary/octet-stream") or (
+        declared == "text/plain" and by_extension == "text/markdown"
+    ):
+        return by_extension or declared
+    return declared
+
+
+def _describe(exc: httpx.HTTPError) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def urljoin(base: httpx.URL, reference: str) -> httpx.URL:
+    """``reference`` resolved against ``base``; :class:`InvalidInput` for one that is not a URL at all."""
+    try:
+        return base.join(reference.strip())
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise InvalidInput(f"{reference!r} is not a URL.", code="web_url_invalid") from exc
+
+
+def _sitemap_locations(data: bytes, max_bytes: int) -> tuple[bool, list[str]]:
+    """Whether the file is a sitemap index, and its ``<loc>``\\ s. Entities and DTDs are never loaded."""
+    if data.startswith(_GZIP_MAGIC):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        data = inflater.decompress(data, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise _Skip("web_page_too_large", f"The sitemap inflates past the source's limit of {max_bytes} bytes.")
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as exc:
+        raise _Skip("web_sitemap_invalid", f"The sitemap is not XML: {exc}.") from None
+    local = etree.QName(root).localname
+    if local not in ("urlset", "sitemapindex"):
+        raise _Skip("web_sitemap_invalid", f"The sitemap's root is <{local}>, not <urlset> or <sitemapindex>.")
+    locations = [(element.text or "").strip() for element in root.iter() if etree.QName(element).localname == "loc"]
+    return local == "sitemapindex", [loc for loc in locations if loc]
+
+
+def _to_item(page: _Page) -> SourceItem | SkippedItem:
+    return _to_item_and_links(page, follow=False)[0]
+
+
+def _to_item_and_links(page: _Page, follow: bool) -> tuple[SourceItem | SkippedItem, list[httpx.URL]]:
+    """The page as an item (HTML reduced to its visible part), and the links to follow from it."""
+    key = str(page.url)
+    if page.media_type not in _HTML_TYPES:
+        if page.media_type in _PASS_THROUGH:
+            media_type = _PASS_THROUGH[page.media_type]
+            name = _display_name(page.url.path.rsplit("/", 1)[-1], page.url)
+            return SourceItem(key=key, name=name, content=page.content, media_type=media_type), []
+        reason = f"{page.url} is {page.media_type or 'of no declared type'}, which chonkit does not parse."
+        return SkippedItem(key=key, code="web_unsupported_type", reason=reason), []
+    tree = LexborHTMLParser(decode_text(page.content))
+    directives = _robots_meta(tree)
+    links = _links(tree, page.url) if follow and "nofollow" not in directives else []
+    if "noindex" in directives:
+        return SkippedItem(key=key, code="web_noindex", reason=f"{page.url} asks not to be indexed."), links
+    title = _title(tree)
+    content = visible_html(tree, title)
+    return SourceItem(key=key, name=_display_name(title, page.url), content=content, media_type="text/html"), links
+
+
+def visible_html(tree: LexborHTMLParser, title: str) -> bytes:
+    """The page reduced to what a reader sees of its content: no chrome, scripts, comments or attributes."""
+    body = tree.body
+    if body is None:
+        return b""
+    dropped = [*tree.css(_CHROME), *tree.css(_NOT_TEXT), *tree.css(_HIDDEN)]
+    dropped += [node for node in tree.css("header, footer") if not _inside_section(node)]
+    dropped += [node for node in body.traverse(include_text=True) if node.tag == "-comment"]
+    _decompose_outermost(dropped)
+    for node in body.traverse():
+        for name in list(node.attrs.keys()):
+            del node.attrs[name]
+    head = f"<title>{_escape(title)}</title>" if title else ""
+    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8">{head}</head>{body.html}</html>\n'.encode()
+
+
+def _decompose_outermost(nodes: list[LexborNode]) -> None:
+    """Remove ``nodes`` from the tree; only the outermost of nested ones, as removing a node frees its subtree."""
+    ids = {node.mem_id for node in nodes}
+    for node in nodes:
+        parent = node.parent
+        while parent is not None and parent.mem_id not in ids:
+            parent = parent.parent
+        if parent is None:
+            ids.discard(node.mem_id)  # a duplicate match (two selectors) is removed once
+            node.decompose()
+
+
+def _inside_section(node: LexborNode) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.tag in _SECTIONS:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _title(tree: LexborHTMLParser) -> str:
+    for selector in ("head title", "title", "h1"):
+        node = tree.css_first(selector)
+        if node is not None and (text := " ".join(node.text(deep=True).split())):
+            return text
+    return ""
+
+
+def _robots_meta(tree: LexborHTMLParser) -> set[str]:
+    directives: set[str] = set()
+    for node in tree.css("meta[name]"):
+        if (node.attributes.get("name") or "").lower() in ("robots", ROBOTS_AGENT.lower()):
+            directives.update(part.strip().lower() for part in (node.attributes.get("content") or "").split(","))
+    if "none" in directives:
+        directives.update({"noindex", "nofollow"})
+    return directives
+
+
+def _links(tree: LexborHTMLParser, page_url: httpx.URL) -> list[httpx.URL]:
+    """The page's ``<a href>`` links as normalised http(s) URLs, in document order, resolved against ``<base>``."""
+    base = page_url
+    base_node = tree.css_first("base[href]")
+    if base_node is not None:
+        try:
+            base = urljoin(page_url, base_node.attributes.get("href") or "")
+        except InvalidInput:
+            base = page_url
+    links: list[httpx.URL] = []
+    for node in tree.css("a[href]"):
+        rel = (node.attributes.get("rel") or "").lower().split()
+        if "nofollow" in rel:
+            continue
+        try:
+            links.append(parse_start_url(urljoin(base, node.attributes.get("href") or "")))
+        except InvalidInput:
+            continue
+    return links
+
+
+def _display_name(title: str, url: httpx.URL) -> str:
+    """A document name chonkit accepts (no slashes or control characters, at most 255 bytes); the URL if none."""
+    name = " ".join(re.sub(r"[/\\\x00-\x1f\x7f]", " ", title).split())
+    if not name or name in (".", "..") or name.startswith(".."):
+        name = " ".join(re.sub(r"[/\\]", " ", f"{url.host}{url.path}").split()) or url.host
+    while len(name.encode()) > _NAME_BYTES:
+        name = name[:-1]
+    return name
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
