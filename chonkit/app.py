@@ -28,6 +28,7 @@ from chonkit.embedding.controller import JobController
 from chonkit.embedding.repository import JobRepository
 from chonkit.embedding.service import JobFeed, JobService
 from chonkit.embedding.worker import EmbeddingWorker
+from chonkit.reembedding.service import ReembeddingService
 from common import telemetry
 from common.auth import Authenticator
 from common.clients import SharedClients
@@ -81,6 +82,11 @@ def provide_jobs(state: State, conn: NamedDependency[Connection]) -> JobService:
     return JobService(conn, wake_worker=chonkit_of(state).wake_worker)
 
 
+def provide_reembedding(state: State, conn: NamedDependency[Connection]) -> ReembeddingService:
+    root = chonkit_of(state)
+    return ReembeddingService(conn, root.clients.vectors, root.clients.embedders, wake_worker=root.wake_worker)
+
+
 def provide_feed(state: State) -> JobFeed:
     return JobFeed(chonkit_of(state).db)
 
@@ -91,6 +97,7 @@ DEPENDENCIES = {
     "collections": Provide(provide_collections, sync_to_thread=False),
     "jobs": Provide(provide_jobs, sync_to_thread=False),
     "feed": Provide(provide_feed, sync_to_thread=False),
+    "reembedding": Provide(provide_reembedding, sync_to_thread=False),
 }
 
 

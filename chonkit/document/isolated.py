@@ -46,14 +46,19 @@ _decoder = msgspec.msgpack.Decoder(ParsedDocument)
 _chunk_decoder = msgspec.msgpack.Decoder(ChunkResult)
 
 
-async def parse_isolated(data: bytes, doc_type: DocumentType, config: ParseConfig) -> ParsedDocument:
+async def parse_isolated(
+    data: bytes, doc_type: DocumentType, config: ParseConfig, *, recognise: bool = True
+) -> ParsedDocument:
     """:func:`~chonkit.document.parsing.parse` in a parse process; raises what it raises.
+
+    OCR takes seconds a page, so an upload checks with ``recognise=False`` and leaves the recognition to the
+    embedding worker (and to a preview that asks for it); each parse process loads the OCR models once.
 
     Raises:
         InvalidInput: also ``document_corrupt`` when the parse process dies on the document (a crash in a
             native library, or the kernel ending it for its memory).
     """
-    return _decoder.decode(await _in_process(_parse_into, data, doc_type, config))
+    return _decoder.decode(await _in_process(_parse_into, data, doc_type, config, recognise))
 
 
 async def chunk_isolated(
@@ -109,8 +114,8 @@ def _start_processes() -> ProcessPoolExecutor:
     return pool
 
 
-def _parse_into(result: Path, data: bytes, doc_type: DocumentType, config: ParseConfig) -> None:
-    result.write_bytes(msgspec.msgpack.encode(parse(data, doc_type, config)))
+def _parse_into(result: Path, data: bytes, doc_type: DocumentType, config: ParseConfig, recognise: bool) -> None:
+    result.write_bytes(msgspec.msgpack.encode(parse(data, doc_type, config, recognise=recognise)))
 
 
 def _chunk_into(

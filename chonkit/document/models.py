@@ -92,6 +92,8 @@ class PreviewBlock(msgspec.Struct, frozen=True, kw_only=True):
     char_end: int
     page: int | None
     heading_path: list[str]
+    ocr: bool = False
+    """Recognised from the page's image (OCR), not read from a text layer."""
 
 
 class PreviewSection(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,6 +105,8 @@ class PreviewSection(msgspec.Struct, frozen=True, kw_only=True):
 
 class ParsePreview(msgspec.Struct, frozen=True, kw_only=True):
     page_count: int | None
+    ocr_pages: list[int] = msgspec.field(default_factory=list)
+    """Pages whose text OCR recognised (the parse option ``ocr``), in order."""
     characters: int
     block_count: int
     sections: list[PreviewSection]
@@ -121,6 +125,8 @@ class PreviewChunk(msgspec.Struct, frozen=True, kw_only=True):
     heading_path: list[str]
     parent_index: int | None
     oversized: bool
+    ocr: bool = False
+    """Some of its text was recognised by OCR."""
 
 
 class ChunkPreview(msgspec.Struct, frozen=True, kw_only=True):

@@ -30,6 +30,8 @@ class Block(msgspec.Struct, frozen=True, kw_only=True):
     """Headings above this block, outermost first; for a heading block it ends with the heading itself."""
     level: int | None = None
     """Heading level (1 = top) for heading blocks."""
+    ocr: bool = False
+    """The text was recognised from the page's image (OCR), not read from a text layer: it may hold misreadings."""
 
 
 class Section(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,7 +49,10 @@ class ParsedDocument(msgspec.Struct, frozen=True, kw_only=True):
     media_type: str
     sections: tuple[Section, ...]
     page_count: int | None = None
-    """Pages in the original file (PDF only), before any page range is applied."""
+    """Pages in the original file (PDF, or frames of an image), before any page range is applied."""
+    ocr_pages: tuple[int, ...] = ()
+    """Pages whose text is recognised from their image (their blocks say ``ocr``); after a parse that only checks
+    a file (``recognise=False``), the pages that would be."""
 
     @property
     def blocks(self) -> tuple[Block, ...]:

@@ -131,7 +131,8 @@ class DocumentService:
                 f"{name} is {len(incoming.data)} bytes; the limit is {self.max_upload_bytes}.", code="file_too_large"
             )
         doc_type = sniff(name, incoming.data)
-        parsed = await parse_isolated(incoming.data, doc_type, ParseConfig())
+        # Checked, not recognised: OCR's seconds a page belong to the embedding worker, not to the upload request.
+        parsed = await parse_isolated(incoming.data, doc_type, ParseConfig(), recognise=False)
         digest = sha256_hex(incoming.data)
         document, created = await self.repo.insert_unless_duplicate(
             id=uuid.uuid4(),
@@ -237,6 +238,7 @@ class DocumentService:
                     char_end=b.char_end,
                     page=b.page,
                     heading_path=list(b.heading_path),
+                    ocr=b.ocr,
                 )
                 for b in section.blocks[:room]
             ]
@@ -251,6 +253,7 @@ class DocumentService:
             )
         return ParsePreview(
             page_count=document.page_count,
+            ocr_pages=list(parsed.ocr_pages),
             characters=sum(len(b.text) for b in blocks),
             block_count=len(blocks),
             sections=sections,
@@ -309,6 +312,7 @@ def _preview_chunk(c: Chunk, oversized: bool) -> PreviewChunk:
         heading_path=list(c.heading_path),
         parent_index=c.parent_index,
         oversized=oversized,
+        ocr=c.ocr,
     )
 
 

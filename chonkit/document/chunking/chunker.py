@@ -188,7 +188,8 @@ class _Layout:
         for index, (span, content, count) in enumerate(zip(spans, contents, counts, strict=True)):
             first = max(0, bisect_right(self._starts, span.start) - 1)
             last = max(first, bisect_left(self._starts, span.end) - 1)
-            pages = [block.page for block in self._blocks[first : last + 1] if block.page is not None]
+            under = self._blocks[first : last + 1]
+            pages = [block.page for block in under if block.page is not None]
             found.append(
                 Chunk(
                     index=index,
@@ -201,6 +202,7 @@ class _Layout:
                     heading_path=self._blocks[first].heading_path if span.heading_path is None else span.heading_path,
                     token_count=count,
                     parent_index=span.parent_index,
+                    ocr=any(block.ocr for block in under),
                 )
             )
         return found

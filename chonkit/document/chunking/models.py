@@ -23,6 +23,8 @@ class Chunk(msgspec.Struct, frozen=True, kw_only=True):
     token_count: int
     """Tokens of ``text`` as counted by the tokenizer handed to the chunker (the model's, in production)."""
     parent_index: int | None = None
+    ocr: bool = False
+    """Some of its text was recognised from a page image (OCR), so it may hold misreadings."""
 
 
 class ChunkResult(msgspec.Struct, frozen=True, kw_only=True):

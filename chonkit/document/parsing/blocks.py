@@ -36,11 +36,11 @@ class BlockBuilder:
     def has_blocks(self) -> bool:
         return bool(self._blocks) or any(section.blocks for section in self._sections)
 
-    def add(self, text: str, kind: BlockKind, *, page: int | None = None) -> None:
+    def add(self, text: str, kind: BlockKind, *, page: int | None = None, ocr: bool = False) -> None:
         """Add a block under the current headings; blank text (after filtering) adds nothing."""
         text = self._clean(text, keep_indent=kind == "code")
         if text:
-            self._append(text, kind, page=page, heading_path=self._heading_path)
+            self._append(text, kind, page=page, heading_path=self._heading_path, ocr=ocr)
 
     def add_heading(self, text: str, level: int) -> None:
         """Add a heading and make it the innermost entry of the heading path of what follows."""
@@ -58,10 +58,14 @@ class BlockBuilder:
         self._sections.append(Section(blocks=tuple(self._blocks), page_start=page_start, page_end=page_end))
         self._blocks = []
 
-    def build(self, *, media_type: str, page_count: int | None = None) -> ParsedDocument:
+    def build(
+        self, *, media_type: str, page_count: int | None = None, ocr_pages: tuple[int, ...] = ()
+    ) -> ParsedDocument:
         if self._blocks or not self._sections:
             self.end_section()
-        return ParsedDocument(media_type=media_type, sections=tuple(self._sections), page_count=page_count)
+        return ParsedDocument(
+            media_type=media_type, sections=tuple(self._sections), page_count=page_count, ocr_pages=ocr_pages
+        )
 
     def _clean(self, text: str, *, keep_indent: bool) -> str:
         # NUL cannot be stored in PostgreSQL text and never carries meaning in a document.
@@ -89,11 +93,19 @@ class BlockBuilder:
         page: int | None = None,
         heading_path: tuple[str, ...] = (),
         level: int | None = None,
+        ocr: bool = False,
     ) -> None:
         start = self._offset
         end = start + len(text)
         block = Block(
-            text=text, kind=kind, char_start=start, char_end=end, page=page, heading_path=heading_path, level=level
+            text=text,
+            kind=kind,
+            char_start=start,
+            char_end=end,
+            page=page,
+            heading_path=heading_path,
+            level=level,
+            ocr=ocr,
         )
         self._blocks.append(block)
         self._offset = end + len(BLOCK_SEPARATOR)

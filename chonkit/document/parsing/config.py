@@ -14,6 +14,7 @@ from typing import Any, Self
 import msgspec
 
 from chonkit.document.parsing.line_filters import LineFilter, compile_line_filter
+from chonkit.document.parsing.ocr import OcrMode
 from common.errors import InvalidInput
 
 MAX_LINE_FILTERS = 50
@@ -50,13 +51,16 @@ class PageRange(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 class ParseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Options applied while parsing; ``page_range`` and ``sections`` only affect PDFs."""
+    """Options applied while parsing; ``page_range`` and ``sections`` only affect PDFs and multi-page TIFFs."""
 
     page_range: PageRange | None = None
     line_filters: list[str] = msgspec.field(default_factory=list)
     """RE2 regexes searched in every extracted line (as ``re.search`` would); a line matching any is dropped."""
     sections: list[PageRange] | None = None
     """PDF section mode: each page range becomes one :class:`Section`; pages outside them are skipped."""
+    ocr: OcrMode = "auto"
+    """Text recognition of page images: ``auto`` reads a PDF page without a text layer (and every image upload)
+    from its image, ``force`` every page, ``off`` none (:mod:`chonkit.document.parsing.ocr`)."""
 
     def validate(self) -> Self:
         """Check everything that can be checked without the document; returns ``self`` for chaining.

@@ -15,11 +15,19 @@ class DocumentType(StrEnum):
     TEXT = "text"
     CSV = "csv"
     JSON = "json"
+    PNG = "png"
+    JPEG = "jpeg"
+    TIFF = "tiff"
 
     @property
     def media_type(self) -> str:
         """The default ``Content-Type`` to serve the original file with."""
         return MEDIA_TYPES[self]
+
+    @property
+    def is_image(self) -> bool:
+        """A picture of text: its text comes from OCR only."""
+        return self in IMAGE_TYPES
 
 
 MEDIA_TYPES: dict[DocumentType, str] = {
@@ -30,7 +38,12 @@ MEDIA_TYPES: dict[DocumentType, str] = {
     DocumentType.TEXT: "text/plain",
     DocumentType.CSV: "text/csv",
     DocumentType.JSON: "application/json",
+    DocumentType.PNG: "image/png",
+    DocumentType.JPEG: "image/jpeg",
+    DocumentType.TIFF: "image/tiff",
 }
+
+IMAGE_TYPES = frozenset({DocumentType.PNG, DocumentType.JPEG, DocumentType.TIFF})
 
 EXTENSIONS: dict[str, DocumentType] = {
     ".pdf": DocumentType.PDF,
@@ -42,4 +55,9 @@ EXTENSIONS: dict[str, DocumentType] = {
     ".txt": DocumentType.TEXT,
     ".csv": DocumentType.CSV,
     ".json": DocumentType.JSON,
+    ".png": DocumentType.PNG,
+    ".jpg": DocumentType.JPEG,
+    ".jpeg": DocumentType.JPEG,
+    ".tif": DocumentType.TIFF,
+    ".tiff": DocumentType.TIFF,
 }

@@ -1,7 +1,8 @@
 """PDF text, one block per page, via pymupdf: MuPDF's C extractor, an order of magnitude faster than pypdf.
 
 Pages are read with plain ``page.get_text()`` and nothing else, which keeps us level with a bare
-pymupdf loop (see ``bench/parse_bench.py``).
+pymupdf loop (see ``bench/parse_bench.py``). A page without a text layer that shows an image (a scan) is
+rendered and recognised instead (:mod:`chonkit.document.parsing.ocr`), as the parse config's ``ocr`` says.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import threading
 
 import pymupdf
 
+from chonkit.document.parsing import ocr
 from chonkit.document.parsing.blocks import BlockBuilder
 from chonkit.document.parsing.config import PageRange, ParseConfig
 from common.errors import InvalidInput
@@ -21,24 +23,33 @@ _MUPDF = threading.Lock()
 """PyMuPDF shares one MuPDF context and is not thread-safe, even across documents: one parse at a time."""
 
 
-def parse_pdf(data: bytes, config: ParseConfig, builder: BlockBuilder) -> int:
+def parse_pdf(
+    data: bytes, config: ParseConfig, builder: BlockBuilder, *, recognise: bool = True
+) -> tuple[int, tuple[int, ...]]:
     """Add a ``page`` block per page, in one section per configured range (or one for the page range).
 
+    Args:
+        recognise: whether the pages that need OCR are recognised; without, they add no block (a quick check of
+            an upload, which leaves the seconds per page to the embedding worker).
+
     Returns:
-        The document's page count, before any page range is applied.
+        The document's page count, before any page range is applied, and the pages OCR read (or would read).
 
     Raises:
-        InvalidInput: ``document_corrupt``, ``document_encrypted`` or ``page_range_out_of_bounds``.
+        InvalidInput: ``document_corrupt``, ``document_encrypted``, ``page_range_out_of_bounds`` or
+            ``image_too_large``.
     """
     # MuPDF silently repairs a truncated file into fewer pages; a cut-off upload has lost its final
     # end-of-file marker (an incremental update that was cut keeps an earlier one and stays readable).
     if data.rfind(EOF_MARKER) < 0:
         raise _corrupt("it has no end-of-file marker, so it was probably truncated")
     with _MUPDF:
-        return _parse_pages(data, config, builder)
+        return _parse_pages(data, config, builder, recognise=recognise)
 
 
-def _parse_pages(data: bytes, config: ParseConfig, builder: BlockBuilder) -> int:
+def _parse_pages(
+    data: bytes, config: ParseConfig, builder: BlockBuilder, *, recognise: bool
+) -> tuple[int, tuple[int, ...]]:
     try:
         document = pymupdf.open(stream=data, filetype="pdf")  # type: ignore[no-untyped-call]  # pymupdf is untyped
     except _MUPDF_ERRORS as exc:
@@ -51,17 +62,26 @@ def _parse_pages(data: bytes, config: ParseConfig, builder: BlockBuilder) -> int
             page_count = int(document.page_count)
             if page_count == 0:
                 raise _corrupt("it has no pages")
-            for pages in _page_groups(config, page_count):
+            recognised = []
+            for pages in page_groups(config, page_count):
                 for number in range(pages.start, pages.end + 1):
                     page = document.load_page(number - 1)  # type: ignore[no-untyped-call]
-                    builder.add(page.get_text(), "page", page=number)
+                    text = page.get_text()
+                    if ocr.needs_ocr(text, has_images=bool(page.get_images()), mode=config.ocr):
+                        recognised.append(number)
+                        if recognise:
+                            builder.add(ocr.recognise(ocr.page_image(page)), "page", page=number, ocr=True)
+                        else:
+                            ocr.check_page_size(page)
+                    else:
+                        builder.add(text, "page", page=number)
                 builder.end_section(page_start=pages.start, page_end=pages.end)
         except _MUPDF_ERRORS as exc:
             raise _corrupt(str(exc)) from exc
-    return page_count
+    return page_count, tuple(recognised)
 
 
-def _page_groups(config: ParseConfig, page_count: int) -> list[PageRange]:
+def page_groups(config: ParseConfig, page_count: int) -> list[PageRange]:
     """The page ranges to read, in order; each becomes one section."""
     if config.page_range is not None:
         config.page_range.check_within(page_count)

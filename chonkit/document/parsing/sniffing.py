@@ -22,6 +22,11 @@ PDF_HEADER_WINDOW = 1024
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 """Legacy Office files, and also password-protected DOCX (an encrypted package inside OLE)."""
 BINARY_MAGICS = (PDF_MAGIC, ZIP_MAGIC, OLE_MAGIC, b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"\x1f\x8b")
+IMAGE_MAGICS: dict[DocumentType, tuple[bytes, ...]] = {
+    DocumentType.PNG: (b"\x89PNG\r\n\x1a\n",),
+    DocumentType.JPEG: (b"\xff\xd8\xff",),
+    DocumentType.TIFF: (b"II*\x00", b"MM\x00*"),
+}
 MAX_CONTROL_CHAR_RATIO = 0.01
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
@@ -43,6 +48,9 @@ def sniff(filename: str, data: bytes) -> DocumentType:
             raise _mismatch(doc_type, "it has no PDF header")
     elif doc_type is DocumentType.DOCX:
         _check_docx(data)
+    elif doc_type.is_image:
+        if not data.startswith(IMAGE_MAGICS[doc_type]):
+            raise _mismatch(doc_type, f"it is not a {doc_type.value.upper()} image")
     elif not looks_like_text(data):
         raise _mismatch(doc_type, "it is binary, not text")
     return doc_type

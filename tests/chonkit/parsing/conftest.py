@@ -18,6 +18,7 @@ from pathlib import Path
 import docx
 import pymupdf
 import pytest
+from PIL import Image
 
 from chonkit.document.parsing import DocumentType
 
@@ -50,6 +51,33 @@ def make_image_only_pdf(page_count: int = 2) -> bytes:
     data: bytes = document.tobytes()
     document.close()
     return data
+
+
+def make_scanned_pdf(pages: Sequence[str], *, dpi: int = 150) -> bytes:
+    """A text PDF (``make_pdf``) rendered page by page to images and rebuilt from them: a scan whose truth is known."""
+    scanned = pymupdf.open()
+    with pymupdf.open(stream=make_pdf(pages), filetype="pdf") as source:
+        for page in source:
+            blank = scanned.new_page(width=page.rect.width, height=page.rect.height)
+            blank.insert_image(blank.rect, stream=page.get_pixmap(dpi=dpi).tobytes("png"))
+    data: bytes = scanned.tobytes()
+    scanned.close()
+    return data
+
+
+def make_text_image(lines: Sequence[str], image_format: str = "PNG", *, dpi: int = 150) -> bytes:
+    """A picture of ``lines`` (one image per entry, as frames of a multi-page TIFF when there are several)."""
+    frames = []
+    for text in lines:
+        document = pymupdf.open()
+        page = document.new_page(width=400, height=40 + 16 * text.count("\n"))
+        page.insert_text((10, 25), text, fontsize=12)
+        picture = page.get_pixmap(dpi=dpi)
+        frames.append(Image.frombytes("RGB", (picture.width, picture.height), picture.samples))
+        document.close()
+    buffer = io.BytesIO()
+    frames[0].save(buffer, image_format, save_all=len(frames) > 1, append_images=frames[1:])
+    return buffer.getvalue()
 
 
 def make_docx() -> bytes:
@@ -112,6 +140,9 @@ def sample_documents() -> dict[DocumentType, bytes]:
         DocumentType.TEXT: "Première ligne.\r\nSuite.\r\n\r\n\r\nDeuxième paragraphe.".encode("cp1252"),
         DocumentType.CSV: b"name;city\nAda;London\nGrace;New York\n",
         DocumentType.JSON: b'{"name": "Ada", "tags": ["math", "engines"], "born": 1815}',
+        DocumentType.PNG: make_text_image(["Scanned receipt total"], "PNG"),
+        DocumentType.JPEG: make_text_image(["Photographed whiteboard notes"], "JPEG"),
+        DocumentType.TIFF: make_text_image(["Faxed page one", "Faxed page two"], "TIFF"),
     }
 
 

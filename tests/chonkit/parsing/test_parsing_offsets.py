@@ -18,6 +18,9 @@ EXTENSION = {
     DocumentType.TEXT: "txt",
     DocumentType.CSV: "csv",
     DocumentType.JSON: "json",
+    DocumentType.PNG: "png",
+    DocumentType.JPEG: "jpg",
+    DocumentType.TIFF: "tif",
 }
 
 

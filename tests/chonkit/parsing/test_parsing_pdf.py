@@ -127,12 +127,12 @@ def test_garbage_behind_a_pdf_header_is_corrupt(data: bytes) -> None:
     assert caught.value.code == "document_corrupt"
 
 
-def test_scanned_pdf_without_a_text_layer_explains_that_ocr_is_unsupported(image_only_pdf: bytes) -> None:
+def test_pdf_of_images_without_text_is_no_text_after_ocr(image_only_pdf: bytes) -> None:
     with pytest.raises(InvalidInput) as caught:
         parse(image_only_pdf, DocumentType.PDF, ParseConfig())
 
     assert caught.value.code == "no_text"
-    assert "OCR is not supported" in caught.value.detail
+    assert "OCR found none" in caught.value.detail
 
 
 def test_concurrent_parses_from_threads_are_safe(pdf_factory: PdfFactory) -> None:
@@ -189,7 +189,7 @@ def test_real_world_encrypted_pdfs_are_rejected(pypdf_resources: Path, name: str
 
 def test_real_world_image_only_pdf_has_no_text(pypdf_resources: Path) -> None:
     with pytest.raises(InvalidInput) as caught:
-        parse((pypdf_resources / "imagemagick-images.pdf").read_bytes(), DocumentType.PDF, ParseConfig())
+        parse((pypdf_resources / "imagemagick-images.pdf").read_bytes(), DocumentType.PDF, ParseConfig(ocr="off"))
 
     assert caught.value.code == "no_text"
 

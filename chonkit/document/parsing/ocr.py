@@ -1,0 +1,126 @@
+"""Text from page images, offline: RapidOCR (PP-OCR detection and recognition models in ONNX, shipped inside the
+pinned ``rapidocr`` wheel) on onnxruntime, one thread.
+
+Chosen over Tesseract with ``bench/ocr_bench.py`` (figures in ``docs/benchmarks.md``): it installs from PyPI
+alone, with its models, where Tesseract needs the system's ``tesseract-ocr-eng``. It runs only in a parse
+process (:mod:`chonkit.document.isolated`), which loads the models once, on its first page to recognise.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import pymupdf
+
+from common.errors import InvalidInput
+
+OcrMode = Literal["off", "auto", "force"]
+"""``off``: never; ``auto``: pages without a text layer (:func:`needs_ocr`); ``force``: every page, whatever its
+text layer says."""
+OCR_MODES: tuple[OcrMode, ...] = ("off", "auto", "force")
+
+OCR_DPI = 150
+"""Pages are rendered at this resolution to be recognised (``bench/ocr_bench.py`` compares 150 and 200)."""
+MIN_TEXT_LAYER_CHARS = 16
+"""A page whose text layer has fewer non-space characters than this (a scanner's page number, a stray mark) and
+that shows an image counts as scanned in ``auto`` mode."""
+MAX_IMAGE_PIXELS = 40_000_000
+"""An image page larger than this (a 40-megapixel scan; an A4 page at 600 dpi is 35) is refused before it is
+decoded in full: a small file can declare a huge image."""
+OCR_THREADS = 1
+"""onnxruntime threads per parse process: two parse processes share two cores with the event loop."""
+
+_ENGINE_LOCK = threading.Lock()
+
+Image = npt.NDArray[np.uint8]
+"""Height x width x 3, RGB."""
+
+
+def needs_ocr(text_layer: str, *, has_images: bool, mode: OcrMode) -> bool:
+    """Whether a page is recognised from its image rather than read from its text layer."""
+    if mode == "force":
+        return True
+    if mode == "off":
+        return False
+    return has_images and sum(not ch.isspace() for ch in text_layer) < MIN_TEXT_LAYER_CHARS
+
+
+def page_image(page: pymupdf.Page, *, dpi: int = OCR_DPI) -> Image:
+    """``page`` rendered as RGB pixels at ``dpi``, for :func:`recognise`.
+
+    Raises:
+        InvalidInput: ``image_too_large`` (:func:`check_page_size`).
+    """
+    check_page_size(page, dpi=dpi)
+    scale = dpi / 72
+    matrix = pymupdf.Matrix(scale, scale)  # type: ignore[no-untyped-call]  # pymupdf is untyped
+    picture = page.get_pixmap(matrix=matrix, colorspace=pymupdf.csRGB, alpha=False)
+    return pixmap_pixels(picture)
+
+
+def check_page_size(page: pymupdf.Page, *, dpi: int = OCR_DPI) -> None:
+    """Refuse a page that would render past :data:`MAX_IMAGE_PIXELS` (``image_too_large``), before rendering it."""
+    scale = dpi / 72
+    check_pixels(page.rect.width * scale, page.rect.height * scale, page=int(page.number) + 1)
+
+
+def check_pixels(width: float, height: float, *, page: int) -> None:
+    """Raises ``image_too_large`` when an image of ``width`` x ``height`` pixels is past :data:`MAX_IMAGE_PIXELS`."""
+    if width * height > MAX_IMAGE_PIXELS:
+        raise InvalidInput(
+            f"Page {page} is {int(width)}x{int(height)} pixels; at most {MAX_IMAGE_PIXELS:,} pixels are recognised.",
+            code="image_too_large",
+            extra={"page": page},
+        )
+
+
+def pixmap_pixels(picture: pymupdf.Pixmap) -> Image:
+    """A pymupdf RGB pixmap's pixels as an array (a copy: the pixmap's buffer goes with it)."""
+    rows = np.frombuffer(picture.samples, dtype=np.uint8).reshape(picture.height, picture.stride)
+    return rows[:, : picture.width * 3].reshape(picture.height, picture.width, 3).copy()
+
+
+def recognise(image: Image) -> str:
+    """The text in ``image``, one line per row of text, left to right (a table's row stays on one line)."""
+    with _ENGINE_LOCK:  # the engine is not documented as thread-safe; a parse process runs one parse anyway
+        output = _engine()(np.ascontiguousarray(image[:, :, ::-1]))  # RapidOCR takes OpenCV's BGR order
+    boxes = getattr(output, "boxes", None)
+    texts = getattr(output, "txts", None)
+    if boxes is None or texts is None:
+        return ""
+    return _lines(list(zip((np.asarray(b) for b in boxes), texts, strict=True)))
+
+
+def _lines(found: list[tuple[npt.NDArray[Any], str]]) -> str:
+    """Group the recognised boxes into rows: a box whose vertical middle falls inside a row's span joins it."""
+    rows: list[tuple[float, float, list[tuple[float, str]]]] = []
+    for box, text in sorted(found, key=lambda item: float(item[0][:, 1].min())):
+        top, bottom = float(box[:, 1].min()), float(box[:, 1].max())
+        middle, left = (top + bottom) / 2, float(box[:, 0].min())
+        for index, (row_top, row_bottom, words) in enumerate(rows):
+            if row_top <= middle <= row_bottom:
+                words.append((left, text))
+                rows[index] = (min(row_top, top), max(row_bottom, bottom), words)
+                break
+        else:
+            rows.append((top, bottom, [(left, text)]))
+    return "\n".join(" ".join(text for _, text in sorted(words)) for _, _, words in rows)
+
+
+@functools.cache
+def _engine() -> Any:
+    """The models, loaded once per process on first use (about a second); imported late so that a process that
+    never recognises a page never pays for OpenCV and the models."""
+    from rapidocr import RapidOCR  # heavy, and only for pages that need it
+
+    return RapidOCR(
+        params={
+            "Global.log_level": "warning",
+            "EngineConfig.onnxruntime.intra_op_num_threads": OCR_THREADS,
+            "EngineConfig.onnxruntime.inter_op_num_threads": OCR_THREADS,
+        }
+    )
