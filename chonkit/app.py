@@ -29,6 +29,9 @@ from chonkit.embedding.repository import JobRepository
 from chonkit.embedding.service import JobFeed, JobService
 from chonkit.embedding.worker import EmbeddingWorker
 from chonkit.reembedding.service import ReembeddingService
+from chonkit.source.controller import SourceController
+from chonkit.source.service import RunFeed, SourceService
+from chonkit.source.sync import SourceLimits, SourceSyncer, source_limits
 from common import telemetry
 from common.auth import Authenticator
 from common.clients import SharedClients
@@ -49,6 +52,8 @@ class Chonkit:
     tokenizers: RegistryTokenizers
     max_upload_bytes: int
     wake_worker: Callable[[], None]
+    source_limits: SourceLimits
+    wake_sources: Callable[[], None]
 
 
 def chonkit_of(state: State) -> Chonkit:
@@ -91,12 +96,23 @@ def provide_feed(state: State) -> JobFeed:
     return JobFeed(chonkit_of(state).db)
 
 
+def provide_sources(state: State, conn: NamedDependency[Connection]) -> SourceService:
+    root = chonkit_of(state)
+    return SourceService(conn, root.source_limits, wake=root.wake_sources, wake_worker=root.wake_worker)
+
+
+def provide_run_feed(state: State) -> RunFeed:
+    return RunFeed(chonkit_of(state).db)
+
+
 DEPENDENCIES = {
     "documents": Provide(provide_documents, sync_to_thread=False),
     "originals": Provide(provide_originals, sync_to_thread=False),
     "collections": Provide(provide_collections, sync_to_thread=False),
     "jobs": Provide(provide_jobs, sync_to_thread=False),
     "feed": Provide(provide_feed, sync_to_thread=False),
+    "sources": Provide(provide_sources, sync_to_thread=False),
+    "run_feed": Provide(provide_run_feed, sync_to_thread=False),
     "reembedding": Provide(provide_reembedding, sync_to_thread=False),
 }
 
@@ -119,10 +135,11 @@ def create_app(
     clients = clients or SharedClients(settings)
     blobs = BlobStore(settings.data_path / "documents")
     run_worker = settings.chonkit_inprocess_worker if worker is None else worker
+    limits = source_limits(settings)
 
     @asynccontextmanager
     async def compose(app: Litestar) -> AsyncIterator[None]:
-        async with clients.opened(), _worker(app.state.db) as wake:
+        async with clients.opened(), _worker(app.state.db) as wake, _syncer(app.state.db, wake) as wake_sources:
             app.state.chonkit = Chonkit(
                 db=app.state.db,
                 clients=clients,
@@ -130,6 +147,8 @@ def create_app(
                 tokenizers=RegistryTokenizers(clients.embedders),
                 max_upload_bytes=settings.chonkit_max_upload_bytes,
                 wake_worker=wake,
+                source_limits=limits,
+                wake_sources=wake_sources,
             )
             yield
 
@@ -152,9 +171,26 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(task, timeout=30)
 
+    @asynccontextmanager
+    async def _syncer(db: Database, wake_worker: Callable[[], None]) -> AsyncIterator[Callable[[], None]]:
+        """The in-process source syncer, beside the embedding worker; yields what wakes it."""
+        if not run_worker:
+            yield lambda: None
+            return
+        tokenizers = RegistryTokenizers(clients.embedders)
+        syncer = SourceSyncer(db, blobs, tokenizers, clients.vectors, limits, wake_worker=wake_worker)
+        stop = asyncio.Event()
+        task = asyncio.create_task(syncer.run(stop))
+        try:
+            yield syncer.wake
+        finally:
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, timeout=30)
+
     admin = Router(
         "/",
-        route_handlers=[DocumentController, CollectionController, ProviderController, JobController],
+        route_handlers=[DocumentController, CollectionController, ProviderController, JobController, SourceController],
         guards=[admin_only],
         request_max_body_size=settings.chonkit_max_upload_bytes,
     )

@@ -1,0 +1,437 @@
+"""The sync: what a source holds now against what the collection holds from it, by content hash.
+
+A run goes ``queued`` → ``listing`` → ``embedding`` → ``done`` (or ``failed``, ``cancelled``), each step durable:
+
+1. **Listing** (a worker claims the run, ``FOR UPDATE SKIP LOCKED``, and heartbeats): every item the lister yields
+   is compared with ``chonkit.source_items``. Unchanged (same hash, still in the collection): counted, nothing
+   else — the embedder never sees it. New or changed: stored as a document through the same service uploads use
+   (sniffed and parsed first, deduplicated by bytes, tagged ``source:<id>``). Items stored earlier but not listed
+   now are gone. A run whose worker dies is listed again from the start by another.
+2. **Embedding**: the new and changed documents go into one ordinary embedding job (stages, SSE, cancel and retry
+   are the job's); the collection keeps answering from what it held until the job has written.
+3. **Settling**, in one transaction once the job has finished: what embedded is remembered, an item whose embedding
+   failed keeps what it had (its old vectors, its old hash, so the next sync tries again), and the documents that
+   changed or went are taken out of the collection unless another item of the collection's sources still became
+   them — and deleted if nothing else uses them. The collection then holds exactly its sources' current chunks.
+
+A listing that fails as a whole (the folder vanished, the site is down) fails the run and removes nothing: an
+unreachable source is never mistaken for an empty one. One run per source is unfinished at a time (a partial
+unique index); scheduled runs are queued by the same loop, from any number of workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import unicodedata
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from pathlib import Path, PurePosixPath
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from chonkit.collection.models import Collection
+from chonkit.collection.repository import CollectionRepository
+from chonkit.document.models import DocumentPatch
+from chonkit.document.parsing.doctype import EXTENSIONS, MEDIA_TYPES
+from chonkit.document.repository import DocumentRepository
+from chonkit.document.service import DocumentService, IncomingFile, Tokenizers, UnusedOriginals
+from chonkit.document.storage import BlobStore
+from chonkit.embedding.repository import JobRepository
+from chonkit.embedding.service import JobService
+from chonkit.source.folder import FOLDER_UNREADABLE, FolderLister
+from chonkit.source.items import SkippedItem, SourceItem, SourceLister
+from chonkit.source.models import FolderSpec, SourceSpec, WebSourceSpec
+from chonkit.source.repository import ClaimedRun, KnownItem, RunItem, SourceRepository, StoredSource, source_tag
+from common.config import Settings
+from common.db import Database
+from common.errors import AppError, Unavailable
+from common.vectors.registry import VectorRegistry
+
+logger = logging.getLogger(__name__)
+
+FLUSH_EVERY = 50
+"""Items listed between writes of the run's progress (and checks for a cancel or a lost claim)."""
+MAX_ATTEMPTS = 5
+_DONE_STAGES = frozenset({"done", "skipped"})
+_NAME_BYTES = 255
+_HIDDEN_CHARS = frozenset({"Cc", "Cf", "Cs"})
+_EXTENSION_OF = {
+    media_type: next(ext for ext, t in EXTENSIONS.items() if t is doc_type)
+    for doc_type, media_type in MEDIA_TYPES.items()
+}
+
+
+class SourceLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """What the operator allows sources: the folder roots, the size of a file, private web addresses."""
+
+    roots: tuple[Path, ...]
+    max_bytes: int
+    allow_private: bool
+
+
+def source_limits(settings: Settings) -> SourceLimits:
+    """A file's limit is the upload limit: a folder brings nothing an upload could not."""
+    return SourceLimits(
+        roots=tuple(settings.source_root_paths),
+        max_bytes=settings.chonkit_max_upload_bytes,
+        allow_private=settings.source_allow_private_urls,
+    )
+
+
+def web_spec(spec: WebSourceSpec) -> Any:
+    """The web lister's own spec (``chonkit.source.web.WebSpec``), which checks its limits when built."""
+    from chonkit.source.web import WebSpec  # imported when a web source is used: it brings httpx and lxml
+
+    fields = msgspec.to_builtins(spec)
+    fields.pop("kind", None)
+    return msgspec.convert(fields, WebSpec)
+
+
+def lister_for(spec: SourceSpec, limits: SourceLimits) -> SourceLister:
+    if isinstance(spec, FolderSpec):
+        return FolderLister(spec, roots=limits.roots, max_bytes=limits.max_bytes)
+    from chonkit.source.web import WebLister
+
+    lister: SourceLister = WebLister(web_spec(spec), allow_private=limits.allow_private)
+    return lister
+
+
+def document_name(item: SourceItem) -> str:
+    """The name a document made from ``item`` gets: its path with `` - `` between folders (a document name is
+    never a path), control characters dropped, an extension matching its media type when it has none we parse
+    (a page titled "Pricing" becomes ``Pricing.html``), at most 255 bytes."""
+    parts = [p for p in item.name.replace("\\", "/").split("/") if p.strip() and p not in {".", ".."}]
+    name = " - ".join(parts) or "item"
+    name = "".join(
+        ch for ch in unicodedata.normalize("NFC", name) if unicodedata.category(ch) not in {"Cc", "Cf", "Cs"}
+    )
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix not in EXTENSIONS:
+        suffix = _EXTENSION_OF.get(item.media_type.split(";")[0].strip().lower(), ".txt")
+        name += suffix
+    stem = name[: len(name) - len(suffix)].strip() or "item"
+    while len((stem + suffix).encode()) > _NAME_BYTES:
+        stem = stem[:-1]
+    return stem + suffix
+
+
+class _Stop(Exception):
+    """The listing must stop: cancelled (``cancelled``) or our claim was taken over (``None``)."""
+
+    def __init__(self, status: str | None) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class SourceSyncer:
+    """Runs sync runs: the listing, the hand-over to an embedding job, and the settling once it has finished."""
+
+    def __init__(
+        self,
+        db: Database,
+        blobs: BlobStore,
+        tokenizers: Tokenizers,
+        vectors: VectorRegistry,
+        limits: SourceLimits,
+        *,
+        name: str | None = None,
+        heartbeat_seconds: float = 5.0,
+        wake_worker: Callable[[], None] = lambda: None,
+        listers: Callable[[SourceSpec, SourceLimits], SourceLister] = lister_for,
+    ) -> None:
+        self.db = db
+        self.blobs = blobs
+        self.tokenizers = tokenizers
+        self.vectors = vectors
+        self.limits = limits
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}:sources"
+        self.heartbeat_seconds = heartbeat_seconds
+        self.stale_after = timedelta(seconds=heartbeat_seconds * 6)
+        self.wake_worker = wake_worker
+        self.listers = listers
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """A run was queued in this process: skip the rest of the idle wait."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event, *, idle_seconds: float = 2.0) -> None:
+        """Work until ``stop`` is set; like the embedding worker, a lost dependency or a bug is waited out."""
+        backoff = idle_seconds
+        while not stop.is_set():
+            try:
+                worked = await self.run_once()
+                backoff = idle_seconds
+            except Unavailable as exc:
+                logger.warning("source syncer waiting for a dependency: %s", exc.detail)
+                worked, backoff = False, min(backoff * 2, 30.0)
+            except Exception:
+                logger.exception("source syncer loop failed; retrying")
+                worked, backoff = False, min(backoff * 2, 30.0)
+            if not worked:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
+
+    async def run_once(self) -> bool:
+        """Queue due scheduled runs, settle one run whose job finished, or list one queued run; False when idle."""
+        async with self.db.transaction() as conn:
+            due = await SourceRepository(conn).start_due_runs()
+        if await self.settle_once():
+            return True
+        async with self.db.transaction() as conn:
+            run = await SourceRepository(conn).claim_run(self.name, self.stale_after)
+        if run is None:
+            return due > 0
+        await self._list(run)
+        return True
+
+    # --- listing ---
+
+    async def _list(self, run: ClaimedRun) -> None:
+        if run.attempts > MAX_ATTEMPTS:
+            error = f"Listing stopped {MAX_ATTEMPTS} times without finishing (the worker crashed or was killed)."
+            await self._abandon(run, "failed", error_code="too_many_attempts", error=error)
+            return
+        async with self.db.transaction() as conn:
+            sources = SourceRepository(conn)
+            source = await sources.get_by_id(run.source_id)
+            collection = None if source is None else await CollectionRepository(conn).get(source.collection_id)
+            known = {} if source is None else await sources.known_items(source.id)
+            held = set() if collection is None else await sources.collection_holds(collection.id)
+            await sources.clear_items(run.id)  # listed again after a crash: from the start
+        if source is None or collection is None:
+            return
+        lost = asyncio.Event()
+        beat = asyncio.create_task(self._beat(run, lost))
+        try:
+            items = await self._compare(run, source, known, held, lost)
+        except _Stop as stop:
+            if stop.status is not None:
+                await self._abandon(run, "cancelled")
+            return
+        except AppError as exc:
+            if exc.status >= 500 and not exc.code.startswith("web_"):
+                raise  # our database or store is down: the run stays claimed and is listed again later
+            logger.info("source %s could not be listed: %s", source.id, exc.detail)
+            await self._abandon(run, "failed", error_code=exc.code, error=exc.detail)
+            return
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        try:
+            await self._hand_over(run, collection, items)
+        except AppError as exc:
+            if exc.status >= 500:
+                raise
+            await self._abandon(run, "failed", error_code=exc.code, error=exc.detail)
+
+    async def _compare(
+        self, run: ClaimedRun, source: StoredSource, known: dict[str, KnownItem], held: set[UUID], lost: asyncio.Event
+    ) -> list[RunItem]:
+        """List the source and record each new, changed, failed and skipped item; returns the stored ones."""
+        lister = self.listers(source.spec, self.limits)
+        seen: set[str] = set()
+        stored: list[RunItem] = []
+        batch: list[RunItem] = []
+        unchanged = 0
+        async for entry in lister.items():
+            if entry.key in seen:
+                continue
+            seen.add(entry.key)
+            if isinstance(entry, SkippedItem):
+                batch.append(RunItem(key=entry.key, action="skipped", code=entry.code, reason=entry.reason))
+                if entry.code == FOLDER_UNREADABLE:
+                    seen.update(k for k in known if k.startswith(entry.key + "/"))
+            else:
+                previous = known.get(entry.key)
+                if previous and previous.content_hash == entry.content_hash and previous.document_id in held:
+                    unchanged += 1
+                else:
+                    item = await self._store(source, entry, previous)
+                    batch.append(item)
+                    if item.action != "failed":
+                        stored.append(item)
+            if len(batch) + unchanged >= FLUSH_EVERY:
+                await self._flush(run, batch, unchanged, lost)
+                batch, unchanged = [], 0
+        gone = [RunItem(key=k, action="removed", document_id=v.document_id) for k, v in known.items() if k not in seen]
+        await self._flush(run, [*batch, *gone], unchanged, lost)
+        return stored
+
+    async def _store(self, source: StoredSource, item: SourceItem, previous: KnownItem | None) -> RunItem:
+        """Store the item as a document as an upload would (refused the same way), tagged with its source."""
+        async with self.db.transaction() as conn:
+            documents = self._documents(conn)
+            [result] = await documents.upload([IncomingFile(filename=document_name(item), data=item.content)])
+            if result.document is None:
+                problem = result.error
+                code, reason = ("rejected", "refused") if problem is None else (problem.code, problem.detail)
+                return RunItem(key=item.key, action="failed", code=code, reason=reason)
+            document = result.document
+            tag = source_tag(source.id)
+            if tag not in document.tags:
+                await documents.patch(document.id, DocumentPatch(tags=[*document.tags, tag]))
+        changed = previous is not None and previous.content_hash != item.content_hash
+        return RunItem(
+            key=item.key,
+            action="changed" if changed else "added",
+            document_id=document.id,
+            previous_document_id=None if previous is None else previous.document_id,
+            content_hash=item.content_hash,
+        )
+
+    async def _flush(self, run: ClaimedRun, items: Sequence[RunItem], unchanged: int, lost: asyncio.Event) -> None:
+        async with self.db.transaction() as conn:
+            sources = SourceRepository(conn)
+            owned, cancelled = await sources.listing_owned(run.id, self.name)
+            if lost.is_set() or not owned:
+                raise _Stop(None)
+            if cancelled:
+                raise _Stop("cancelled")
+            await sources.add_items(run.id, items, unchanged)
+
+    async def _hand_over(self, run: ClaimedRun, collection: Collection, items: Sequence[RunItem]) -> None:
+        """One embedding job for the stored documents (none when nothing changed); the run waits for it."""
+        documents = list(dict.fromkeys(i.document_id for i in items if i.document_id is not None))
+        job_id: UUID | None = None
+        async with self.db.transaction() as conn:
+            sources = SourceRepository(conn)
+            owned, cancelled = await sources.listing_owned(run.id, self.name)
+            if not owned:
+                return
+            if not cancelled:
+                if documents:
+                    # Through the service admins use, so its refusals (a collection being migrated) apply here too.
+                    created = await JobService(conn, wake_worker=self.wake_worker).enqueue(
+                        collection.id, "embed", documents
+                    )
+                    # None: every one is being embedded by another job; settling checks what that one wrote
+                    job_id = None if created.job is None else created.job.id
+                await sources.set_run(run.id, "embedding", job_id=job_id)
+        if cancelled:
+            await self._abandon(run, "cancelled")
+
+    async def _abandon(self, run: ClaimedRun, status: str, **fields: Any) -> None:
+        """End a run that never reached its job; documents it stored that nothing uses are deleted again."""
+        blobs: list[str] = []
+        async with self.db.transaction() as conn:
+            sources = SourceRepository(conn)
+            owned, _ = await sources.listing_owned(run.id, self.name)
+            if not owned:
+                return
+            for item in await sources.run_items(run.id):
+                document_id = item.document_id if item.action in {"added", "changed"} else None
+                if document_id is not None and await sources.document_unused(document_id):
+                    blobs.append((await self._documents(conn).delete(document_id)).sha256)
+            await sources.set_run(run.id, status, **fields)
+        await self._remove_originals(blobs)
+
+    async def _beat(self, run: ClaimedRun, lost: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                async with self.db.transaction() as conn:
+                    if not await SourceRepository(conn).heartbeat(run.id, self.name):
+                        lost.set()
+                        return
+            except Unavailable:
+                logger.warning("heartbeat missed for source run %s", run.id)
+
+    # --- settling ---
+
+    async def settle_once(self) -> bool:
+        """Settle one run whose job has finished (see the module docstring); False when none is waiting."""
+        blobs: list[str] = []
+        async with self.db.transaction() as conn:
+            sources = SourceRepository(conn)
+            run = await sources.claim_settled_run()
+            if run is None:
+                return False
+            source = await sources.get_by_id(run.source_id)
+            collection = None if source is None else await CollectionRepository(conn).get(source.collection_id)
+            if source is None or collection is None:
+                return False
+            cancelled = await sources.cancel_requested(run.id)
+            stages = {} if run.job_id is None else await sources.job_stages(run.job_id)
+            held = await sources.collection_holds(collection.id)
+            leaving: list[UUID] = []
+            for item in await sources.run_items(run.id):
+                if item.action in {"added", "changed"} and item.document_id is not None and item.content_hash:
+                    stage, code, error = stages.get(item.document_id, (None, None, None))
+                    if stage in _DONE_STAGES or (stage is None and item.document_id in held):
+                        await sources.remember(source.id, item.key, item.document_id, item.content_hash)
+                        previous = item.previous_document_id
+                        if previous is not None and previous != item.document_id:
+                            leaving.append(previous)
+                    else:
+                        code, error = _why_not_embedded(stage, code, error)
+                        await sources.fail_item(run.id, item.key, code, error)
+                elif item.action == "removed" and item.document_id is not None and not cancelled:
+                    await sources.forget(source.id, item.key)
+                    leaving.append(item.document_id)
+            for document_id in dict.fromkeys(leaving):
+                blobs.extend(await self._leave(conn, source, collection, document_id))
+            await sources.set_run(run.id, "cancelled" if cancelled else "done")
+        await self._remove_originals(blobs)
+        return True
+
+    async def _leave(self, conn: Any, source: StoredSource, collection: Collection, document_id: UUID) -> list[str]:
+        """Take a document out of the collection unless an item of its sources still became it; delete it when
+        nothing uses it any more (returns its digest, for the original's removal after commit)."""
+        sources = SourceRepository(conn)
+        if await sources.used_in_collection(collection.id, document_id):
+            return []
+        collections = CollectionRepository(conn)
+        await collections.lock(collection.id)
+        await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
+        await JobRepository(conn).forget_document(collection.id, document_id)
+        documents = self._documents(conn)
+        if await sources.document_unused(document_id):
+            return [(await documents.delete(document_id)).sha256]
+        if not await sources.used_by_source(source.id, document_id):
+            document = await DocumentRepository(conn).get(document_id)
+            tag = source_tag(source.id)
+            if document is not None and tag in document.tags:
+                await documents.patch(document_id, DocumentPatch(tags=[t for t in document.tags if t != tag]))
+        return []
+
+    def _documents(self, conn: Any) -> DocumentService:
+        return DocumentService(
+            DocumentRepository(conn),
+            self.blobs,
+            self.tokenizers,
+            max_upload_bytes=self.limits.max_bytes,
+            vectors=self.vectors,
+            collections=CollectionRepository(conn),
+        )
+
+    async def _remove_originals(self, digests: Sequence[str]) -> None:
+        originals = UnusedOriginals(self.db, self.blobs)
+        for digest in digests:
+            await originals.remove(digest)
+
+
+def _why_not_embedded(stage: str | None, code: str | None, error: str | None) -> tuple[str, str]:
+    if stage == "cancelled":
+        return "cancelled", "The sync was cancelled before this item was embedded; it keeps what it had."
+    if stage is None:
+        return "embedding_elsewhere", "Another job was embedding this document; the next sync checks it again."
+    return code or "embedding_failed", error or "Embedding failed; the item keeps what it had."
+
+
+async def _first(*waits: Awaitable[Any]) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
