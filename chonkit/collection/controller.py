@@ -22,6 +22,8 @@ from chonkit.collection.models import (
 from chonkit.collection.service import CollectionService
 from chonkit.embedding.models import DocumentIds, EmbeddingReport, JobCreated
 from chonkit.embedding.service import JobService
+from chonkit.reembedding.models import EmbeddingChange, MigrationStatus
+from chonkit.reembedding.service import ReembeddingService
 
 
 class CollectionController(Controller):
@@ -60,6 +62,26 @@ class CollectionController(Controller):
         """Replace semantics: rewrites the identity record and every chunk's copy. An empty list makes the
         collection readable by everyone (the ``groups`` property is removed, as the schema requires)."""
         return await collections.set_groups(collection_id, data.groups)
+
+    @put("/{collection_id:uuid}/embedding", status_code=HTTP_202_ACCEPTED, summary="Change the embedding model")
+    async def change_embedding(
+        self,
+        reembedding: NamedDependency[ReembeddingService],
+        collection_id: FromPath[UUID],
+        data: JSONBody[EmbeddingChange],
+    ) -> MigrationStatus:
+        """Re-embeds every document with the new model into a new version of the collection, in the background
+        (follow ``job`` at ``/jobs/{id}/events``; cancel it there); readers keep the current version until the new one
+        is complete, then one swap makes it the collection, its identity naming the new model. A failed or cancelled
+        change leaves the collection as it was. Meanwhile its documents and groups cannot change
+        (``409 collection_migrating``); the same model again is ``409 same_embedding_model``."""
+        return await reembedding.start(collection_id, data)
+
+    @get("/{collection_id:uuid}/embedding", summary="The latest change of the embedding model")
+    async def embedding_change(
+        self, reembedding: NamedDependency[ReembeddingService], collection_id: FromPath[UUID]
+    ) -> MigrationStatus:
+        return await reembedding.status(collection_id)
 
     @delete("/{collection_id:uuid}", summary="Delete a collection")
     async def delete_collection(

@@ -27,6 +27,7 @@ from chonkit.collection.models import (
     SearchResponse,
 )
 from chonkit.collection.repository import CollectionRepository
+from chonkit.reembedding.guards import drop_building_version, refuse_if_migrating
 from common.embedders.base import EmbedderRegistry
 from common.errors import Conflict, NotFound
 from common.groups import check_groups
@@ -149,6 +150,7 @@ class CollectionService:
         lock, so an embedding job cannot write chunks with the old groups in between."""
         collection = await self.get(collection_id)
         groups = check_groups(groups)
+        await refuse_if_migrating(self.repo.conn, collection_id)
         await self.repo.lock(collection_id)
         await self.repo.set_groups(collection_id, groups)
         await self.vectors.get(collection.vector_provider).set_groups(collection.name, groups)
@@ -157,6 +159,7 @@ class CollectionService:
     async def delete(self, collection_id: UUID) -> None:
         collection = await self.get(collection_id)
         await self.repo.lock(collection_id)
+        await drop_building_version(self.repo.conn, self.vectors, collection)
         await self.repo.delete(collection_id)
         await self.vectors.get(collection.vector_provider).drop_collection(collection.name)
 

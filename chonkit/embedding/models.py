@@ -39,7 +39,7 @@ class JobItem(msgspec.Struct, frozen=True, kw_only=True):
 class JobSummary(msgspec.Struct, frozen=True, kw_only=True):
     id: UUID
     collection_id: UUID
-    kind: Literal["embed", "remove"]
+    kind: Literal["embed", "remove", "reembed"]
     status: JobStatus
     cancel_requested: bool
     created_at: datetime

@@ -11,6 +11,7 @@ import msgspec
 
 from chonkit.embedding.models import EmbeddingReport, Job, JobCreated, JobItem, JobSummary, JobUpdate, Stage
 from chonkit.embedding.repository import PAGE_SIZE, JobRepository
+from chonkit.reembedding.guards import refuse_if_migrating
 from common.db import Database
 from common.db.database import Connection
 from common.errors import Conflict, NotFound, Unavailable
@@ -27,6 +28,7 @@ class JobService:
         unique = list(dict.fromkeys(document_ids))
         if not await self.conn.fetchval("SELECT 1 FROM chonkit.collections WHERE id = $1", collection_id):
             raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
+        await refuse_if_migrating(self.conn, collection_id)
         if kind == "embed":
             known = {
                 r["id"]

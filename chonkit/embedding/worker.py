@@ -95,6 +95,11 @@ class EmbeddingWorker:
         self.heartbeat_seconds = heartbeat_seconds
         self.stale_after = timedelta(seconds=heartbeat_seconds * 6)
         self._wake = asyncio.Event()
+        from chonkit.reembedding.service import Settler
+        from chonkit.reembedding.step import ReembedStep
+
+        self._reembed = ReembedStep(db, blobs, embedders, vectors)
+        self._migrations = Settler(db, vectors)
 
     def wake(self) -> None:
         """New work was queued in this process: skip the rest of the idle wait."""
@@ -125,8 +130,9 @@ class EmbeddingWorker:
                     await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
 
     async def run_once(self) -> bool:
-        """Apply one pending document update or process one job item; False when there was nothing to do."""
-        if await self._update_document_once():
+        """Apply one pending document update, settle one finished migration (``chonkit.reembedding``) or process one
+        job item; False when there was nothing to do."""
+        if await self._update_document_once() or await self._migrations.settle_once():
             return True
         async with self.db.transaction() as conn:
             item = await JobRepository(conn).claim(self.name, self.stale_after)
@@ -230,9 +236,31 @@ class EmbeddingWorker:
         if item.kind == "remove":
             await self._remove(item, collection)
             return
+        if item.kind == "reembed":
+            await self._reembed_document(item, lost, collection, document, saved)
+            return
         if document is None or saved is None:
             raise InvalidInput("The document was deleted before it could be embedded.", code="document_not_found")
         await self._embed(item, lost, collection=collection, document=document, saved=saved, state=state)
+
+    async def _reembed_document(
+        self,
+        item: ClaimedItem,
+        lost: asyncio.Event,
+        collection: Collection,
+        document: Document | None,
+        saved: StoredConfig | None,
+    ) -> None:
+        """A document of a migration to another model: these stages, into the collection's new version."""
+        from chonkit.reembedding.step import ClaimLost
+
+        try:
+            await self._reembed.process(
+                item, lost, collection=collection, document=document, saved=saved, enter=self._stage, worker=self.name
+            )
+        except ClaimLost as exc:
+            raise _Stop(None) from exc
+        telemetry.embedding_item_finished("done")
 
     async def _remove(self, item: ClaimedItem, collection: Collection) -> None:
         store = self.vectors.get(collection.vector_provider)

@@ -308,6 +308,22 @@ class VectorStore(Protocol):
         """Delete the collection and everything in it (idempotent)."""
         ...
 
+    async def create_version(self, identity: Identity, dimension: int, version: str) -> None:
+        """Create a new version of collection ``identity.name`` beside it, stored as ``version`` (a name no
+        collection has, following the same rule): empty but for its identity record, ``identity`` — the collection's
+        own name with the version's model. It is written like a collection (``upsert(version, …)``, ``count``,
+        ``drop_collection(version)``) and read by nobody: ``read_identity(version)`` and :meth:`list_identities` never
+        show it, since its identity names another collection. ``Conflict("collection_exists")`` if ``version``
+        exists."""
+        ...
+
+    async def swap_version(self, name: str, version: str) -> None:
+        """Make ``version`` (from :meth:`create_version`) what ``name`` is, in one step every reader sees whole, and
+        drop what ``name`` was: a search or identity read of ``name`` answers from the old version or the new one,
+        never from both, never from neither. ``NotFound("collection_not_found")`` if ``version`` does not exist.
+        Callers make it idempotent by the identity: once ``name``'s identity is the version's, it has happened."""
+        ...
+
     async def list_identities(self) -> list[Identity]:
         """Identities of every collection in this store that carries a *valid* Ragu identity record;
         collections without one (not ours) are skipped and never modified."""

@@ -285,15 +285,35 @@ class PgVectorStore:
 
     async def create_collection(self, identity: Identity, dimension: int) -> None:
         """Table, indexes and identity in one transaction: a failure leaves no half-made collection."""
+        await self._create(identity.name, identity, dimension)
+
+    async def create_version(self, identity: Identity, dimension: int, version: str) -> None:
+        """A table of its own (``vectors."<version>"`` and its lexical tables), made as a collection is."""
+        await self._create(version, identity, dimension)
+
+    async def swap_version(self, name: str, version: str) -> None:
+        """One transaction drops the collection's three tables and renames the version's to its name (the lexical
+        triggers find their tables by the table's name, so they follow); readers wait for it on the tables' locks and
+        then see the new tables. The rename fires no trigger: the name is announced, so in-memory copies go."""
+        table, stats, postings = table_of(name), stats_of(name), postings_of(name)
+        async with self._connection(version) as conn, conn.transaction():
+            if await conn.fetchval("SELECT to_regclass($1)", table_of(version)) is None:
+                raise collection_not_found(version)
+            await conn.execute(f"DROP TABLE IF EXISTS {table}, {stats}, {postings}")
+            for renamed in (table_of(version), stats_of(version), postings_of(version)):
+                await conn.execute(f'ALTER TABLE {renamed} RENAME TO "{name}"')
+            await announce(conn, name)
+
+    async def _create(self, name: str, identity: Identity, dimension: int) -> None:
         payload = checked_identity_payload(identity)
-        table = table_of(identity.name)
+        table = table_of(name)
         if not 1 <= dimension <= MAX_DIMENSION:
             raise InvalidInput(
                 f"pgvector collections take 1 to {MAX_DIMENSION} dimensions, got {dimension}",
                 code="invalid_dimension",
             )
         try:
-            async with self._connection(identity.name) as conn, conn.transaction():
+            async with self._connection(name) as conn, conn.transaction():
                 await conn.execute(
                     f"CREATE TABLE {table} "
                     f"(id uuid PRIMARY KEY, embedding vector({dimension}) NOT NULL, payload jsonb NOT NULL)"
@@ -305,12 +325,12 @@ class PgVectorStore:
                 await conn.execute(f"CREATE INDEX ON {table} ((payload->>'document_id'))")
                 await conn.execute(f"CREATE INDEX ON {table} USING gin ((payload->'groups'))")
                 await conn.execute(add_trigger(table))
-                for statement in lexical_index(identity.name):
+                for statement in lexical_index(name):
                     await conn.execute(statement)
                 await _put_identity(conn, table, payload, dimension)
         except (asyncpg.DuplicateTableError, asyncpg.UniqueViolationError) as exc:
             # A concurrent create of the same name surfaces as a unique violation in the catalog.
-            raise collection_already_exists(identity.name) from exc
+            raise collection_already_exists(name) from exc
 
     async def collection_exists(self, name: str) -> bool:
         if not is_collection_name(name):

@@ -134,10 +134,47 @@ class QdrantStore:
         return PROVIDER
 
     async def create_collection(self, identity: Identity, dimension: int) -> None:
+        await self._create(identity.name, identity, dimension)
+
+    async def create_version(self, identity: Identity, dimension: int, version: str) -> None:
+        """A collection of its own, made as a collection is; an alias makes it the collection at the swap."""
+        await self._create(version, identity, dimension)
+
+    async def swap_version(self, name: str, version: str) -> None:
+        """Qdrant has no rename: ``name`` becomes an alias of ``version``. When ``name`` is already an alias (a
+        collection migrated before), one ``update_collection_aliases`` call moves it, which Qdrant applies atomically;
+        then the old version is deleted. A collection made under its own name is deleted first and the alias made at
+        once after: in local mode nothing runs between the two (neither call yields to the event loop); a Qdrant
+        server answers ``collection_not_found`` in between, once per collection (its later swaps are atomic)."""
+        checked_name(name)
+        try:
+            if not await self._client.collection_exists(checked_name(version)):
+                raise collection_not_found(version)
+            previous = (await self._aliases()).get(name)
+            moved = models.CreateAliasOperation(
+                create_alias=models.CreateAlias(collection_name=version, alias_name=name)
+            )
+            if previous is not None:
+                unlinked = models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))
+                await self._client.update_collection_aliases(change_aliases_operations=[unlinked, moved])
+                await self._client.delete_collection(previous)
+            else:
+                await self._client.delete_collection(name)
+                await self._client.update_collection_aliases(change_aliases_operations=[moved])
+        except _VENDOR_ERRORS as exc:
+            raise await self._translated(exc, version) from exc
+        self._lexical_ready.discard(name)
+
+    async def _aliases(self) -> dict[str, str]:
+        """Alias → the collection it names."""
+        response = await self._client.get_aliases()
+        return {alias.alias_name: alias.collection_name for alias in response.aliases}
+
+    async def _create(self, name: str, identity: Identity, dimension: int) -> None:
         payload = checked_identity_payload(identity)
         if dimension < 1:
             raise InvalidInput(f"vector dimension must be positive, got {dimension}", code="invalid_dimension")
-        name = checked_name(identity.name)
+        checked_name(name)
         if await self.collection_exists(name):
             raise collection_already_exists(name)
         try:
@@ -508,10 +545,14 @@ class QdrantStore:
         return chunks, total
 
     async def drop_collection(self, name: str) -> None:
+        """A migrated collection is an alias of its current version (:meth:`swap_version`): both go."""
         if not is_collection_name(name):
             return
         self._lexical_ready.discard(name)
         try:
+            target = (await self._aliases()).get(name)
+            if target is not None:
+                await self._client.delete_collection(target)  # its aliases go with it
             await self._client.delete_collection(name)
         except _VENDOR_ERRORS as exc:
             error = await self._translated(exc, name)
@@ -521,10 +562,13 @@ class QdrantStore:
     async def list_identities(self) -> list[Identity]:
         try:
             response = await self._client.get_collections()
+            aliases = await self._aliases()
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, None) from exc
+        versions = set(aliases.values())  # listed under the alias that names them
+        names = {collection.name for collection in response.collections if collection.name not in versions}
         identities = []
-        for name in sorted(collection.name for collection in response.collections):
+        for name in sorted(names | set(aliases)):
             stored = await self.read_identity(name)
             identity = valid_identity(name, stored)
             if identity is not None:

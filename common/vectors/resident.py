@@ -226,6 +226,19 @@ class ResidentVectors:
         finally:
             self._changed(name)
 
+    async def create_version(self, identity: Identity, dimension: int, version: str) -> None:
+        try:
+            await self._store.create_version(identity, dimension, version)
+        finally:
+            self._changed(version)
+
+    async def swap_version(self, name: str, version: str) -> None:
+        try:
+            await self._store.swap_version(name, version)
+        finally:
+            self._changed(name)
+            self._changed(version)
+
     async def search(
         self,
         name: str,

@@ -75,7 +75,7 @@ from weaviate.exceptions import (
     WeaviateStartUpError,
 )
 
-from common.errors import AppError, InvalidInput, NotFound, Unavailable
+from common.errors import AppError, Conflict, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
     CHUNK_EXTRAS,
@@ -758,6 +758,13 @@ class WeaviateStore:
             if not isinstance(error, NotFound):
                 raise error from exc
 
+    async def create_version(self, identity: Identity, dimension: int, version: str) -> None:
+        """Not yet: Weaviate's aliases (1.32+) would carry the swap, and no Weaviate runs here to prove it."""
+        raise _no_versions()
+
+    async def swap_version(self, name: str, version: str) -> None:
+        raise _no_versions()
+
     async def list_identities(self) -> list[Identity]:
         try:
             names = sorted(await self._client.collections.list_all(simple=True))
@@ -844,3 +851,12 @@ async def _insert(collection: CollectionAsync[Any, Any], objects: Sequence[DataO
 
 def _unavailable(exc: Exception) -> Unavailable:
     return Unavailable(f"Weaviate is unavailable: {exc}", code="vector_store_unavailable", extra={"provider": PROVIDER})
+
+
+def _no_versions() -> Conflict:
+    return Conflict(
+        "changing a Weaviate collection's embedding model is not supported yet; create a collection with the new "
+        "model and embed the documents into it",
+        code="reembedding_unsupported",
+        extra={"provider": PROVIDER},
+    )

@@ -75,6 +75,11 @@ class IdentityReader:
     def forget(self) -> None:
         self._entries.clear()
 
+    def expire(self, keys: Sequence[Key]) -> None:
+        """The next read of these records goes to the store (a question found one out of date)."""
+        for key in keys:
+            self._entries.pop(key, None)
+
     async def _shared_read(self, key: Key) -> IdentityStatus:
         task = self._reading.get(key)
         if task is None:

@@ -19,13 +19,13 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import msgspec
 import numpy as np
 
 from common.embedders.base import EmbedderRegistry
-from common.errors import AppError, InvalidInput, Unavailable
+from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.rerankers.base import RerankerRegistry
 from common.telemetry import observe_retrieval, span
 from common.vectors.base import Legs, Search, SearchFilter, SearchHit, read_chunk
@@ -38,8 +38,18 @@ from schemas.models import Identity
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-PASSAGE_PROPERTIES = ("content", "document_id", "document_name", "page_start", "page_end", "parent_content")
-"""What :func:`_chunk` reads (a search returns only these; every one more costs each hit)."""
+PASSAGE_PROPERTIES = (
+    "content",
+    "document_id",
+    "document_name",
+    "page_start",
+    "page_end",
+    "parent_content",
+    "model",
+    "embeddingProvider",
+)
+"""What :func:`_chunk` reads, and the model each hit was embedded with (:func:`_of_model`); a search returns only
+these, and every one more costs each hit."""
 
 
 class Searchable(msgspec.Struct, frozen=True, kw_only=True):
@@ -152,8 +162,31 @@ class Retriever:
         rerank: RerankChoice | None = None,
     ) -> Retrieval:
         """The passages ``question`` finds in the collections of ``assignments`` that ``user_groups`` may read, best
-        first; reordered by ``rerank`` when given."""
+        first; reordered by ``rerank`` when given.
+
+        Every hit must come from the version of its collection whose identity was read (its chunks carry the
+        identity's ``model``). When a collection answers from another — its model changed between the read and the
+        search (a migration's swap) — or fails, its identity is read again and the question asked once more, so it is
+        answered from one version whole; a hit of another model is never kept."""
+        retrieval, stale = await self._retrieve(assignments, user_groups, question, refresh=[])
+        if stale:
+            retrieval, _ = await self._retrieve(assignments, user_groups, question, refresh=stale)
+        if rerank is None or not retrieval.chunks:
+            return retrieval
+        return await self._reranked(retrieval, rerank, question)
+
+    async def _retrieve(
+        self,
+        assignments: Sequence[Assignment],
+        user_groups: frozenset[str],
+        question: str,
+        *,
+        refresh: Sequence[tuple[str, str]],
+    ) -> tuple[Retrieval, list[tuple[str, str]]]:
+        """One attempt of :meth:`retrieve`, reading the identities of ``refresh`` anew; with the collections whose
+        search answered from another version than their identity's, or failed."""
         with span("kappi.access", {"ragu.collections_assigned": len(assignments)}):
+            self.identities.expire(refresh)
             statuses = await self.identities.read_many([(a.vector_provider, a.name) for a in assignments])
             searchable = SEARCHABLE if self.check_identity_groups else SEARCHABLE_UNCHECKED
             targets = [
@@ -173,9 +206,11 @@ class Retriever:
         for target in targets:
             providers.setdefault(target.assignment.vector_provider, []).append(target)
         with span("kappi.search", {"ragu.collections_searched": len(targets)}):
-            found = await _all(self._search(p, group, vectors, where, question) for p, group in providers.items())
+            answers = await _all(self._search(p, group, vectors, where, question) for p, group in providers.items())
         searched = time.perf_counter()
         observe_retrieval(embedded - started, searched - embedded)
+        found = [answer.chunks for answer in answers]
+        stale = [key for answer in answers for key in answer.stale]
         reached = [hits for hits in found if hits is not None]
         if not reached and (len(found) > 0 or any(s.problem == "provider_unavailable" for s in statuses)):
             # No store could be read: an answer from no sources would read like "the documents do not say".
@@ -193,9 +228,7 @@ class Retriever:
             embed_ms=round((embedded - started) * 1000, 3),
             search_ms=round((searched - embedded) * 1000, 3),
         )
-        if rerank is None or not retrieval.chunks:
-            return retrieval
-        return await self._reranked(retrieval, rerank, question)
+        return retrieval, stale
 
     async def _reranked(self, retrieval: Retrieval, choice: RerankChoice, question: str) -> Retrieval:
         """The passages in the reranker's order, each with its score; in retrieval's order if it is unavailable
@@ -221,8 +254,8 @@ class Retriever:
         vectors: dict[tuple[str, str], np.ndarray],
         where: SearchFilter | None,
         question: str,
-    ) -> list[RetrievedChunk] | None:
-        """One provider's collections in one call (pgvector: one statement); ``None`` when the store is down."""
+    ) -> _Searched:
+        """One provider's collections in one call (pgvector: one statement); no chunks when the store is down."""
         searches = [
             Search(
                 name=t.assignment.name,
@@ -240,18 +273,40 @@ class Retriever:
         try:
             results = await self.vectors.get(provider).search_many(searches)
         except Unavailable:
-            return None  # the store is down: its collections contribute nothing; other providers still answer
+            return _Searched(
+                None
+            )  # the store is down: its collections contribute nothing; other providers still answer
         except AppError:
-            return []  # the store refused this search: nothing from it
+            return _Searched([])  # the store refused this search: nothing from it
         if all(isinstance(hits, Unavailable) for hits in results):
-            return None
-        # A collection that vanished mid-question (an error as its result) contributes nothing either.
-        return [
-            _chunk(target.assignment, hit)
-            for target, hits in zip(targets, results, strict=True)
-            if not isinstance(hits, AppError)
-            for hit in hits
-        ]
+            return _Searched(None)
+        # A collection that vanished mid-question (an error as its result) contributes nothing either; nor does one
+        # whose chunks are of another model than its identity said (another version: see retrieve).
+        chunks: list[RetrievedChunk] = []
+        stale: list[tuple[str, str]] = []
+        for target, hits in zip(targets, results, strict=True):
+            same = not isinstance(hits, AppError) and all(_of_model(hit, target.identity) for hit in hits)
+            if not same and not isinstance(hits, NotFound | Unavailable):  # refused: the query's dimension, say
+                stale.append((provider, target.assignment.name))
+            if same and not isinstance(hits, AppError):
+                chunks += [_chunk(target.assignment, hit) for hit in hits]
+        return _Searched(chunks, stale)
+
+
+class _Searched(NamedTuple):
+    chunks: list[RetrievedChunk] | None
+    """``None``: the store is down."""
+    stale: list[tuple[str, str]] = []
+    """Collections whose search was refused (not for a missing collection) or answered from another version than
+    their identity's."""
+
+
+def _of_model(hit: SearchHit, identity: Identity) -> bool:
+    """The hit comes from the version of its collection the identity describes (a chunk without ``model``, written
+    by another application, is taken as it is)."""
+    model = hit.payload.get("model", identity.model)
+    provider = hit.payload.get("embeddingProvider", identity.embeddingProvider)
+    return (model, provider) == (identity.model, identity.embeddingProvider)
 
 
 async def _all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
