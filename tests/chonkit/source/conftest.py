@@ -82,8 +82,7 @@ class CountingProvider:
         return self.real.models(self.name)
 
     def create(self, spec: EmbedderSpec) -> Embedder:
-        embedder = self.made.setdefault(spec.model, CountingEmbedder(self.real.get(self.name, spec.model)))
-        return embedder
+        return self.made.setdefault(spec.model, CountingEmbedder(self.real.get(self.name, spec.model)))
 
     @property
     def calls(self) -> int:

@@ -151,7 +151,9 @@ async def test_an_item_whose_new_content_is_refused_keeps_its_chunks_and_a_vanis
     (folder / "keep.md").write_text(ALPHA)
     (folder / "broken.md").write_text(BETA_OLD)
     collection = await new_collection(admin, "Notes")
-    source = (await new_source(admin, collection["id"], name="Notes", spec={"kind": "folder", "path": str(folder)})).json()
+    source = (
+        await new_source(admin, collection["id"], name="Notes", spec={"kind": "folder", "path": str(folder)})
+    ).json()
     await sync(admin, collection["id"], source["id"])
     await settle(syncer, source_worker)
     held = await chunk_counts(admin, vectors, collection)
