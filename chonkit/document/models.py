@@ -25,6 +25,9 @@ class Document(msgspec.Struct, frozen=True, kw_only=True):
     sha256: str
     size_bytes: int
     page_count: int | None
+    ocr_pages: list[int] = msgspec.field(default_factory=list)
+    """Pages without a text layer (every frame of an image), found at upload: the parse option ``ocr`` (``auto`` by
+    default) reads them by OCR, so their text may hold misreadings."""
     created_at: datetime
     updated_at: datetime
 

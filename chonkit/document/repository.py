@@ -11,7 +11,9 @@ import msgspec
 from chonkit.document.models import Document
 from common.db.database import Connection
 
-_COLUMNS = "id, name, label, tags, doc_type, media_type, sha256, size_bytes, page_count, created_at, updated_at"
+_COLUMNS = (
+    "id, name, label, tags, doc_type, media_type, sha256, size_bytes, page_count, ocr_pages, created_at, updated_at"
+)
 
 SORTABLE = {"created_at", "updated_at", "name", "size_bytes"}
 
@@ -41,6 +43,7 @@ class DocumentRepository:
         sha256: str,
         size_bytes: int,
         page_count: int | None,
+        ocr_pages: list[int] | None = None,
     ) -> tuple[Document, bool]:
         """Insert, or return the document that already holds these bytes; ``True`` when inserted.
 
@@ -48,8 +51,9 @@ class DocumentRepository:
         wait for the winner's commit and then read its row.
         """
         record = await self.conn.fetchrow(
-            f"""INSERT INTO chonkit.documents (id, name, doc_type, media_type, sha256, size_bytes, page_count)
-                VALUES ($1, $2, $3, $4, $5, $6, $7)
+            f"""INSERT INTO chonkit.documents
+                       (id, name, doc_type, media_type, sha256, size_bytes, page_count, ocr_pages)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                 ON CONFLICT (sha256) DO NOTHING
                 RETURNING {_COLUMNS}""",
             id,
@@ -59,6 +63,7 @@ class DocumentRepository:
             sha256,
             size_bytes,
             page_count,
+            ocr_pages or [],
         )
         if record is not None:
             return _document(record), True

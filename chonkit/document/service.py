@@ -142,6 +142,7 @@ class DocumentService:
             sha256=digest,
             size_bytes=len(incoming.data),
             page_count=parsed.page_count,
+            ocr_pages=list(parsed.ocr_pages),
         )
         if created:
             await asyncio.to_thread(self.blobs.put, incoming.data)

@@ -46,7 +46,7 @@ async def test_a_scanned_pdf_is_embedded_and_found_by_a_phrase_it_holds(
     job = await embed(chonkit, worker, collection["id"], scan["id"], other["id"])
 
     assert job["status"] == "done", job
-    assert scan["page_count"] == 2
+    assert (scan["page_count"], scan["ocr_pages"], other["ocr_pages"]) == (2, [1, 2], [])
     hits = await _search(chonkit, collection["id"], "who may operate the forklift in hall seven")
     assert hits[0]["document_id"] == scan["id"], hits
     assert "forklift" in str(hits[0]).lower()
@@ -62,7 +62,12 @@ async def test_an_image_upload_is_ocrd_embedded_and_found(chonkit: httpx.AsyncCl
     job = await embed(chonkit, worker, collection["id"], image["id"])
 
     assert job["status"] == "done", job
-    assert (image["doc_type"], image["media_type"], image["page_count"]) == ("png", "image/png", 1)
+    assert (image["doc_type"], image["media_type"], image["page_count"], image["ocr_pages"]) == (
+        "png",
+        "image/png",
+        1,
+        [1],
+    )
     hits = await _search(chonkit, collection["id"], "deploy freeze")
     assert hits[0]["document_id"] == image["id"], hits
     parsed = (await chonkit.post(f"/documents/{image['id']}/preview/parse", json={})).json()
