@@ -6,6 +6,7 @@ import { h, replace, field, messageArea, showError, busy, groupsFrom, notice, pl
 import * as oidc from "./oidc.js";
 import { documentsScreen } from "./documents.js";
 import { collectionsScreen, collectionScreen } from "./collections.js";
+import { sourcesSection } from "./sources.js";
 import { agentsScreen, agentScreen } from "./agents.js";
 import { chatsScreen, chatScreen } from "./chat.js";
 
@@ -16,7 +17,10 @@ let signInMessage = null; // why the last sign-in failed or the session ended, s
 const routes = [
   [/^#\/documents$/, (view) => documentsScreen(view, config.services), true],
   [/^#\/collections$/, (view) => collectionsScreen(view, config.services), true],
-  [/^#\/collections\/([\w-]+)$/, (view, m) => collectionScreen(view, config.services, m[1]), true],
+  [/^#\/collections\/([\w-]+)$/, async (view, m) => {
+    await collectionScreen(view, config.services, m[1]);
+    await sourcesSection(view, config.services, m[1]);
+  }, true],
   [/^#\/agents$/, (view) => agentsScreen(view, config.services), true],
   [/^#\/agents\/([\w-]+)$/, (view, m) => agentScreen(view, config.services, m[1]), true],
   [/^#\/chats$/, (view) => chatsScreen(view, config.services), false],
