@@ -386,17 +386,17 @@ class SourceSyncer:
 
     async def _leave(self, conn: Any, source: StoredSource, collection: Collection, document_id: UUID) -> list[str]:
         """Take a document out of the collection unless an item of its sources still became it; delete it when
-        nothing uses it any more (returns its digest, for the original's removal after commit)."""
+        nothing uses it any more (returns its digest, for the original's removal after commit); otherwise drop
+        this source's tag once none of its items became it."""
         sources = SourceRepository(conn)
-        if await sources.used_in_collection(collection.id, document_id):
-            return []
-        collections = CollectionRepository(conn)
-        await collections.lock(collection.id)
-        await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
-        await JobRepository(conn).forget_document(collection.id, document_id)
         documents = self._documents(conn)
-        if await sources.document_unused(document_id):
-            return [(await documents.delete(document_id)).sha256]
+        if not await sources.used_in_collection(collection.id, document_id):
+            collections = CollectionRepository(conn)
+            await collections.lock(collection.id)
+            await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
+            await JobRepository(conn).forget_document(collection.id, document_id)
+            if await sources.document_unused(document_id):
+                return [(await documents.delete(document_id)).sha256]
         if not await sources.used_by_source(source.id, document_id):
             document = await DocumentRepository(conn).get(document_id)
             tag = source_tag(source.id)

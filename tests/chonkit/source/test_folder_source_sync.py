@@ -191,3 +191,46 @@ async def test_globs_choose_the_files_relative_to_the_folder(
     await settle(syncer, source_worker)
     documents = (await admin.get(f"/collections/{collection['id']}/documents")).json()
     assert [d["name"] for d in documents] == ["top.md"]
+
+
+async def test_a_document_another_source_or_collection_uses_outlives_its_removal_from_one_source(
+    admin: httpx.AsyncClient,
+    syncer: SourceSyncer,
+    source_worker: EmbeddingWorker,
+    vectors: VectorRegistry,
+    roots: Roots,
+) -> None:
+    first, second = roots.allowed / "first", roots.allowed / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "shared.md").write_text(ALPHA)  # the same bytes: one document, brought by both sources
+    (first / "own.md").write_text(GAMMA.replace(".\n", ".") + "\n")
+    collection = await new_collection(admin, "Shared")
+    other = await new_collection(admin, "Elsewhere", "qdrant")
+    sources = []
+    for name, folder in (("First", first), ("Second", second)):
+        created = await new_source(admin, collection["id"], name=name, spec={"kind": "folder", "path": str(folder)})
+        sources.append(created.json())
+        await sync(admin, collection["id"], created.json()["id"])
+        await settle(syncer, source_worker)
+    documents = {d["name"]: d for d in (await admin.get(f"/collections/{collection['id']}/documents")).json()}
+    shared, own = documents["shared.md"]["document_id"], documents["own.md"]["document_id"]
+    queued = await admin.post(f"/collections/{other['id']}/documents", json={"document_ids": [own]})
+    assert queued.status_code == 202, queued.text
+    await settle(syncer, source_worker)
+    tags = (await admin.get(f"/documents/{shared}")).json()["tags"]
+    assert sorted(tags) == sorted(s["tag"] for s in sources)
+
+    (first / "shared.md").unlink()
+    (first / "own.md").unlink()
+    run = await sync(admin, collection["id"], sources[0]["id"])
+    await settle(syncer, source_worker)
+    run = await run_of(admin, collection["id"], sources[0]["id"], run["id"])
+    assert counts(run)["removed"] == 2
+
+    held = await chunk_counts(admin, vectors, collection)
+    assert set(held) == {"shared.md"}  # the second source still brings it
+    assert held["shared.md"] > 0
+    assert (await admin.get(f"/documents/{shared}")).json()["tags"] == [sources[1]["tag"]]
+    assert (await admin.get(f"/documents/{own}")).status_code == 200  # the other collection still holds it
+    assert await vectors.get("qdrant").count(other["name"], document_id=own) > 0

@@ -4,6 +4,7 @@ at a time, cancel and retry, the schedule, and a run's event stream."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from chonkit.app import create_app
 from chonkit.embedding.worker import EmbeddingWorker
+from chonkit.source.repository import SourceRepository
 from chonkit.source.sync import SourceSyncer
 from common.clients import SharedClients
 from common.config import Settings
@@ -260,3 +262,19 @@ async def test_deleting_a_source_takes_its_documents_out_of_the_collection(
     assert (await admin.get(f"/collections/{collection_id}/documents")).json() == []
     missing = await admin.get(f"/collections/{collection_id}/sources/{source_id}")
     assert (missing.status_code, missing.json()["code"]) == (404, "source_not_found")
+
+
+async def test_a_run_whose_worker_died_while_listing_is_taken_over_and_finished(
+    admin: httpx.AsyncClient, syncer: SourceSyncer, source_worker: EmbeddingWorker, conn: Connection, roots: Roots
+) -> None:
+    collection_id, source_id = await folder_source(admin, roots, "Orphaned")
+    run = await sync(admin, collection_id, source_id)
+    dead = await SourceRepository(conn).claim_run("dead-worker", timedelta(seconds=30))
+    assert dead is not None
+    assert (await run_of(admin, collection_id, source_id, run["id"]))["status"] == "listing"
+    assert not await syncer.run_once()  # its heartbeat is fresh: nobody takes it over yet
+
+    await conn.execute("UPDATE chonkit.source_runs SET heartbeat_at = now() - interval '1 hour' WHERE id = $1", dead.id)
+    await settle(syncer, source_worker)
+    run = await run_of(admin, collection_id, source_id, run["id"])
+    assert (run["status"], counts(run)["added"]) == ("done", 2)
