@@ -55,6 +55,8 @@ def resolve_folder(path: str, roots: Sequence[Path]) -> Path:
         raise InvalidInput(f"There is no folder {path!r} on the server.", code="folder_not_found") from None
     except (OSError, RuntimeError) as exc:  # a symlink loop, a permission denied on the way
         raise InvalidInput(f"The folder {path!r} cannot be resolved: {exc}.", code="folder_unreadable") from None
+    except ValueError:  # a NUL character: no path on any disk
+        raise InvalidInput(f"There is no folder {path!r} on the server.", code="folder_not_found") from None
     if not within(folder, resolved_roots):
         raise InvalidInput(
             f"The folder {path!r} (resolved: {str(folder)!r}) is outside the folders the operator allows.",
@@ -199,6 +201,10 @@ def _list_folder(directory: Path, prefix: str, roots: Sequence[Path]) -> list[_E
             if item.name.startswith("."):
                 continue
             key = prefix + item.name
+            if not _encodable(item.name):  # not UTF-8 on disk: no key or document name could hold it
+                shown = key.encode("utf-8", "backslashreplace").decode()
+                entries.append(_Entry(shown, "", "skipped", "invalid_file_name", "Its name is not valid UTF-8."))
+                continue
             real = Path(item.path)
             if item.is_symlink():
                 try:
@@ -223,6 +229,14 @@ def _list_folder(directory: Path, prefix: str, roots: Sequence[Path]) -> list[_E
                 reason = "It is not a regular file (a device, FIFO or socket)."
                 entries.append(_Entry(key, "", "skipped", "not_a_regular_file", reason))
     return entries
+
+
+def _encodable(name: str) -> bool:
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _path_of(fd: int, opened: str) -> Path:

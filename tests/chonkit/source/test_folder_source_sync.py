@@ -45,6 +45,8 @@ def write_folder(folder: Path, roots: Roots) -> None:
     (folder / "escape.md").symlink_to(roots.outside / "secret.md")
     (folder / "escaped_dir").symlink_to(roots.outside)
     (folder / "zz_alias.md").symlink_to(folder / "alpha.md")  # inside the roots: followed
+    with open(os.path.join(os.fsencode(folder), b"latin-\xe9.md"), "wb") as latin:  # a name that is not UTF-8
+        latin.write(GAMMA.encode())
 
 
 async def chunk_counts(admin: httpx.AsyncClient, vectors: VectorRegistry, collection: dict[str, Any]) -> dict[str, int]:
@@ -89,8 +91,9 @@ async def test_a_folder_syncs_incrementally_by_content_hash(
     await settle(syncer, source_worker)
     first = await run_of(admin, collection["id"], source["id"], first["id"])
     assert first["status"] == "done"
-    assert counts(first) == {"added": 4, "changed": 0, "removed": 0, "unchanged": 0, "failed": 0, "skipped": 4}
+    assert counts(first) == {"added": 4, "changed": 0, "removed": 0, "unchanged": 0, "failed": 0, "skipped": 5}
     assert problems(first) == {
+        "latin-\\udce9.md": "invalid_file_name",
         "escape.md": "symlink_outside_roots",
         "escaped_dir": "symlink_outside_roots",
         "archive.zip": "unsupported_type",
@@ -110,7 +113,7 @@ async def test_a_folder_syncs_incrementally_by_content_hash(
     await settle(syncer, source_worker)
     second = await run_of(admin, collection["id"], source["id"], second["id"])
     assert second["status"] == "done"
-    assert counts(second) == {"added": 0, "changed": 1, "removed": 1, "unchanged": 2, "failed": 0, "skipped": 4}
+    assert counts(second) == {"added": 0, "changed": 1, "removed": 1, "unchanged": 2, "failed": 0, "skipped": 5}
     assert counting.calls > calls_before  # the changed file was embedded
 
     documents = {d["name"]: d for d in (await admin.get("/documents", params={"limit": 200})).json()["items"]}
@@ -133,7 +136,7 @@ async def test_a_folder_syncs_incrementally_by_content_hash(
     third = await sync(admin, collection["id"], source["id"])
     await settle(syncer, source_worker)
     third = await run_of(admin, collection["id"], source["id"], third["id"])
-    assert counts(third) == {"added": 0, "changed": 0, "removed": 0, "unchanged": 3, "failed": 0, "skipped": 4}
+    assert counts(third) == {"added": 0, "changed": 0, "removed": 0, "unchanged": 3, "failed": 0, "skipped": 5}
     assert third["job_id"] is None
     assert counting.calls == calls_before  # nothing changed: the embedder was not called
     assert await chunk_counts(admin, vectors, collection) == held

@@ -57,6 +57,7 @@ async def test_a_folder_outside_the_roots_is_refused_even_through_a_symlink_or_d
         str(roots.allowed / "real" / ".." / ".." / "outside"): "folder_outside_roots",
         str(roots.allowed / "missing"): "folder_not_found",
         "relative/path": "folder_not_absolute",
+        str(roots.allowed / "nul\x00"): "folder_not_found",
     }
     for path, code in cases.items():
         response = await new_source(admin, collection["id"], name="Out", spec={"kind": "folder", "path": path})
