@@ -279,3 +279,25 @@ async def test_a_run_whose_worker_died_while_listing_is_taken_over_and_finished(
     await settle(syncer, source_worker)
     run = await run_of(admin, collection_id, source_id, run["id"])
     assert (run["status"], counts(run)["added"]) == ("done", 2)
+
+
+async def test_the_in_process_syncer_takes_a_sync_through_to_the_end(
+    source_settings: Settings,
+    db: SingleConnectionDatabase,
+    counted_clients: SharedClients,
+    app_client: AppClient,
+    roots: Roots,
+) -> None:
+    app = create_app(source_settings, database=db, clients=counted_clients, worker=True)
+    async with app_client(app) as client:
+        client.headers.update(bearer(source_settings))
+        collection_id, source_id = await folder_source(client, roots, "In_process")
+        run = await sync(client, collection_id, source_id)
+        for _ in range(600):
+            run = await run_of(client, collection_id, source_id, run["id"])
+            if run["status"] not in {"queued", "listing", "embedding"}:
+                break
+            await asyncio.sleep(0.05)
+        documents = (await client.get(f"/collections/{collection_id}/documents")).json()
+    assert (run["status"], counts(run)["added"]) == ("done", 2)
+    assert len(documents) == 2
