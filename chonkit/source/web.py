@@ -22,6 +22,7 @@ mistakes an unreachable site for an empty one; a page that cannot be taken becom
 from __future__ import annotations
 
 import asyncio
+import codecs
 import ipaddress
 import re
 import socket
@@ -30,6 +31,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import unquote
 from urllib.robotparser import RobotFileParser
 
 import httpx
@@ -83,6 +85,9 @@ _BY_EXTENSION = {
 }
 """Servers often say ``application/octet-stream`` (or ``text/plain`` for Markdown); the URL's extension decides."""
 _GZIP_MAGIC = b"\x1f\x8b"
+_CHARSET = re.compile(r"charset\s*=\s*([^;\s]+)", re.IGNORECASE)
+_GONE = frozenset({404, 410})
+"""A linked or listed page answering these is not there: it is left out, so a sync removes what it had."""
 _CHROME = "nav, aside, [role=navigation], [role=banner], [role=contentinfo], [role=complementary], [role=search]"
 _NOT_TEXT = "script, style, noscript, template, iframe, object, embed, svg, canvas, dialog, button, select, textarea"
 # not ``form``: ASP.NET pages hold their whole body in one
@@ -281,6 +286,8 @@ class _Page:
     """Where the content came from, after redirects (normalised)."""
     media_type: str
     content: bytes
+    charset: str | None = None
+    """The ``Content-Type`` header's charset, which decides over the page's own ``<meta charset>`` (as in browsers)."""
 
 
 @dataclass(slots=True)
@@ -348,24 +355,25 @@ class WebLister:
         urls, skipped = await fetcher.sitemap_urls(self._start)
         for item in skipped:
             yield item
-        taken = 0
+        budget = _Budget(self.spec.max_pages)
         seen: set[str] = set()
         for url in urls:
             if str(url) in seen:
                 continue
             seen.add(str(url))
-            if taken == self.spec.max_pages:
-                yield _page_limit_skip(self.spec, url)
+            if budget.spent:
+                yield budget.stop(url)
                 return
             try:
                 page = await fetcher.page(url)
             except _Skip as skip:
-                yield SkippedItem(key=str(url), code=skip.code, reason=skip.reason)
+                if (refused := budget.failed(url, skip)) is not None:
+                    yield refused
                 continue
             if str(page.url) in seen and page.url != url:
                 continue  # redirected to a page listed (and taken) already
             seen.add(str(page.url))
-            taken += 1
+            budget.took()
             yield await asyncio.to_thread(_to_item, page)
 
     async def _crawl(self, fetcher: _Fetcher) -> AsyncIterator[SourceItem | SkippedItem]:
@@ -373,23 +381,24 @@ class WebLister:
         queue: deque[tuple[httpx.URL, int]] = deque([(self._start, 0)])
         seen = {str(self._start)}
         host: str | None = None
-        taken = 0
+        budget = _Budget(self.spec.max_pages)
         while queue:
             url, depth = queue.popleft()
-            if taken == self.spec.max_pages:
-                yield _page_limit_skip(self.spec, url)
+            if budget.spent:
+                yield budget.stop(url)
                 return
             try:
                 page = await fetcher.page(url, start=host is None, host=host)
             except _Skip as skip:
-                yield SkippedItem(key=str(url), code=skip.code, reason=skip.reason)
+                if (refused := budget.failed(url, skip)) is not None:
+                    yield refused
                 continue
             host = host or page.url.host
             if str(page.url) != str(url):
                 if str(page.url) in seen:
                     continue
                 seen.add(str(page.url))
-            taken += 1
+            budget.took()
             item, links = await asyncio.to_thread(_to_item_and_links, page, depth < self.spec.depth)
             yield item
             for link in links:
@@ -398,13 +407,36 @@ class WebLister:
                     queue.append((link, depth + 1))
 
 
-def _page_limit_skip(spec: WebSpec, url: httpx.URL) -> SkippedItem:
-    return SkippedItem(
-        key=str(url),
-        code="web_page_limit",
-        reason=f"The source's limit of {spec.max_pages} pages was reached; this page and those after it were not "
-        "fetched.",
-    )
+class _Budget:
+    """At most ``max_pages`` pages taken, and as many failed fetches again, so broken links cannot run a sync long."""
+
+    def __init__(self, max_pages: int) -> None:
+        self.max_pages = max_pages
+        self.taken = 0
+        self.failures = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.taken >= self.max_pages or self.failures >= self.max_pages
+
+    def took(self) -> None:
+        self.taken += 1
+
+    def failed(self, url: httpx.URL, skip: _Skip) -> SkippedItem | None:
+        """The item to report for a page that could not be taken; none for one that is gone (404, 410)."""
+        self.failures += 1
+        if skip.status in _GONE:
+            return None
+        return SkippedItem(key=str(url), code=skip.code, reason=skip.reason)
+
+    def stop(self, url: httpx.URL) -> SkippedItem:
+        if self.taken >= self.max_pages:
+            reason = f"The source's limit of {self.max_pages} pages was reached"
+        else:
+            reason = f"{self.failures} pages could not be fetched, as many as the source's page limit"
+        return SkippedItem(
+            key=str(url), code="web_page_limit", reason=f"{reason}; this page and those after it were not fetched."
+        )
 
 
 class _Fetcher:
@@ -485,9 +517,9 @@ class _Fetcher:
                     raise _Skip(
                         "web_http_error", f"{url} answered HTTP {response.status_code}.", status=response.status_code
                     )
-                media_type = _media_type(response, url)
+                media_type, charset = _media_type(response, url)
                 content = await _read_bounded(response, url, max_bytes)
-                return _Page(url=url, media_type=media_type, content=content)
+                return _Page(url=url, media_type=media_type, content=content, charset=charset)
         raise _Skip("web_too_many_redirects", f"{url} is more than {MAX_REDIRECTS} redirects away.")
 
     async def _obey_robots(self, url: httpx.URL) -> None:
@@ -531,14 +563,28 @@ async def _read_bounded(response: httpx.Response, url: httpx.URL, max_bytes: int
     return bytes(body)
 
 
-def _media_type(response: httpx.Response, url: httpx.URL) -> str:
-    declared = str(response.headers.get("content-type", "")).split(";")[0].strip().lower()
+def _media_type(response: httpx.Response, url: httpx.URL) -> tuple[str, str | None]:
+    """The page's media type (the URL's extension decides when the server's is vague) and declared charset."""
+    header = str(response.headers.get("content-type", ""))
+    declared = header.split(";", maxsplit=1)[0].strip().lower()
+    charset = _CHARSET.search(header)
     by_extension = next((t for ext, t in _BY_EXTENSION.items() if url.path.lower().endswith(ext)), None)
     if declared in ("", "application/octet-stream", "binary/octet-stream") or (
         declared == "text/plain" and by_extension == "text/markdown"
     ):
-        return by_extension or declared
-    return declared
+        declared = by_extension or declared
+    return declared, charset[1].strip("\"'") if charset else None
+
+
+def _decode_html(page: _Page) -> str:
+    """The header's charset decides, as in a browser; without one, chonkit's reading (which honours a ``<meta
+    charset>``) does, as for an uploaded HTML file."""
+    if page.charset:
+        try:
+            return page.content.decode(codecs.lookup(page.charset).name, errors="replace")
+        except LookupError:
+            pass
+    return decode_text(page.content)
 
 
 def _describe(exc: httpx.HTTPError) -> str:
@@ -582,11 +628,11 @@ def _to_item_and_links(page: _Page, follow: bool) -> tuple[SourceItem | SkippedI
     if page.media_type not in _HTML_TYPES:
         if page.media_type in _PASS_THROUGH:
             media_type = _PASS_THROUGH[page.media_type]
-            name = _display_name(page.url.path.rsplit("/", 1)[-1], page.url)
+            name = _display_name(unquote(page.url.path.rsplit("/", 1)[-1]), page.url)
             return SourceItem(key=key, name=name, content=page.content, media_type=media_type), []
         reason = f"{page.url} is {page.media_type or 'of no declared type'}, which chonkit does not parse."
         return SkippedItem(key=key, code="web_unsupported_type", reason=reason), []
-    tree = LexborHTMLParser(decode_text(page.content))
+    tree = LexborHTMLParser(_decode_html(page))
     directives = _robots_meta(tree)
     links = _links(tree, page.url) if follow and "nofollow" not in directives else []
     if "noindex" in directives:

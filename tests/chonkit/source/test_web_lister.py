@@ -228,10 +228,12 @@ async def test_redirects_are_followed_and_the_page_is_keyed_where_it_landed(site
 
 async def test_pages_that_are_not_html_pass_through_with_their_media_type(site: LocalSite) -> None:
     document = pdf(["Quarterly report"])
-    site.html("/", '<a href="/r.pdf">r</a> <a href="/notes.md">n</a> <a href="/a.txt">t</a> <a href="/x.zip">z</a>')
+    paths = ["/r.pdf", "/notes.md", "/a.txt", "/x.zip", "/My%20Notes.pdf"]
+    site.html("/", " ".join(f'<a href="{path}">{path}</a>' for path in paths))
     site.set("/r.pdf", document, "application/octet-stream")
     site.set("/notes.md", b"# Notes\n\nsome notes", "text/plain")
     site.set("/a.txt", b"plain words", "text/plain; charset=utf-8")
+    site.set("/My%20Notes.pdf", document, "application/pdf")
     site.set("/x.zip", b"PK\x03\x04", "application/zip")
 
     items = await listed(WebSpec(url=site.url("/"), mode="crawl"))
@@ -241,7 +243,9 @@ async def test_pages_that_are_not_html_pass_through_with_their_media_type(site: 
         site.url("/r.pdf"): "application/pdf",
         site.url("/notes.md"): "text/markdown",
         site.url("/a.txt"): "text/plain",
+        site.url("/My%20Notes.pdf"): "application/pdf",
     }
+    assert pages[site.url("/My%20Notes.pdf")].name == "My Notes.pdf"
     assert pages[site.url("/r.pdf")].content == document
     assert pages[site.url("/r.pdf")].name == "r.pdf"
     assert skipped(items) == {site.url("/x.zip"): "web_unsupported_type"}
@@ -254,14 +258,63 @@ async def test_a_start_page_that_fails_fails_the_listing_so_a_sync_removes_nothi
     assert raised.value.code == "web_fetch_failed"
 
 
-async def test_a_linked_page_that_fails_is_skipped_with_its_status(site: LocalSite) -> None:
-    site.html("/", '<a href="/gone">gone</a>')
+async def test_a_linked_page_that_fails_is_skipped_with_its_status_and_one_that_is_gone_is_left_out(
+    site: LocalSite,
+) -> None:
+    """Skipped pages are kept by a sync (the failure may pass); a 404 or 410 page is not there, so it is removed."""
+    site.html(
+        "/", '<a href="/down">down</a> <a href="/private">private</a> <a href="/gone">gone</a> <a href="/nope">x</a>'
+    )
+    site.set("/down", b"oops", "text/plain", status=500)
+    site.set("/private", b"no", "text/plain", status=403)
+    site.set("/gone", b"gone", "text/plain", status=410)
 
     items = await listed(WebSpec(url=site.url("/"), mode="crawl"))
 
-    assert skipped(items) == {site.url("/gone"): "web_http_error"}
-    [reason] = [item.reason for item in items if isinstance(item, SkippedItem)]
-    assert "404" in reason
+    assert list(taken(items)) == [site.url("/")]
+    assert skipped(items) == {site.url("/down"): "web_http_error", site.url("/private"): "web_http_error"}
+    reasons = [item.reason for item in items if isinstance(item, SkippedItem)]
+    assert ["500" in reasons[0], "403" in reasons[1]] == [True, True]
+    assert site.requested("/gone") == site.requested("/nope") == 1  # fetched, found gone (410, 404), left out
+
+
+async def test_broken_links_count_against_the_page_limit(site: LocalSite) -> None:
+    site.html("/", " ".join(f'<a href="/missing{n}">{n}</a>' for n in range(10)) + ' <a href="/last">last</a>')
+    site.html("/last", "<p>last</p>")
+
+    items = await listed(WebSpec(url=site.url("/"), mode="crawl", max_pages=4))
+
+    assert list(taken(items)) == [site.url("/")]
+    assert skipped(items) == {site.url("/missing4"): "web_page_limit"}
+    assert site.requested("/last") == 0
+
+
+RUSSIAN = "Привет, мир"
+"""Short text in a legacy encoding, which chonkit's guess alone reads wrongly (as cp1250): the header decides; without
+one, the page's ``<meta charset>`` (which chonkit's reading of HTML files honours)."""
+
+
+@pytest.mark.parametrize(
+    ("content_type", "head", "encoded"),
+    [
+        ("text/html; charset=koi8-r", "", RUSSIAN.encode("koi8-r")),
+        ("text/html", '<meta charset="windows-1251">', RUSSIAN.encode("cp1251")),
+        ('text/html; charset="koi8-r"', '<meta charset="windows-1251">', RUSSIAN.encode("koi8-r")),  # header wins
+    ],
+)
+async def test_a_page_is_decoded_as_its_server_or_its_meta_says(
+    site: LocalSite, content_type: str, head: str, encoded: bytes
+) -> None:
+    site.set(
+        "/",
+        f"<html><head>{head}<title>Menu</title></head><body><p>".encode() + encoded + b"</p></body></html>",
+        content_type,
+    )
+
+    [item] = await listed(WebSpec(url=site.url("/")))
+
+    assert isinstance(item, SourceItem)
+    assert RUSSIAN in visible_text(item)
 
 
 @pytest.mark.parametrize(
