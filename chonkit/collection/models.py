@@ -188,6 +188,7 @@ class MatchedChunk(msgspec.Struct, frozen=True, kw_only=True):
     char_start: int | None
     char_end: int | None
     parent_content: str | None
+    ocr: Annotated[bool, _about("Some of its text was recognised by OCR (a scanned page).")] = False
     chunk_count: Annotated[
         int | None,
         _about(

@@ -49,6 +49,7 @@ SEARCH_PROPERTIES = (
     "parent_content",
     "tags",
     "label",
+    "ocr",
 )
 
 
@@ -238,6 +239,7 @@ def matched_chunk(hit: SearchHit, legs: HitLegs) -> MatchedChunk:
         char_start=found.char_start,
         char_end=found.char_end,
         parent_content=found.parent_content,
+        ocr=found.ocr,
     )
 
 

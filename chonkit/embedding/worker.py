@@ -452,6 +452,7 @@ def chunk_records(
             content_hash=content_hash,
             parent_index=c.parent_index,
             parent_content=None if c.parent_index is None else parents[c.parent_index].content,
+            ocr=c.ocr,
         )
         records.append(
             VectorRecord(id=point_id(collection_id, document_id, c.index, content_hash), vector=vector, payload=payload)

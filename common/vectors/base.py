@@ -59,6 +59,7 @@ CHUNK_EXTRAS = (
     "parent_content",
     "tags",
     "label",
+    "ocr",
 )
 """Our own payload fields beside the contract's (:class:`ChunkPayload` says what each holds); adapters store
 them as they are and may index some."""
@@ -108,6 +109,8 @@ class ChunkFields(msgspec.Struct, frozen=True, kw_only=True):
     """The chonkit document's tags, copied on every chunk so searches filter on them (:class:`SearchFilter`)."""
     label: str | None = None
     """The chonkit document's label, likewise."""
+    ocr: bool = False
+    """Some of the chunk's text was recognised from a page image (OCR), so it may hold misreadings."""
 
 
 class ChunkPayload(ChunkFields, frozen=True, kw_only=True):

@@ -118,7 +118,7 @@ WRITE_BATCH = 256
 """Objects per ``insert_many`` call (upserts and the ``set_groups`` rewrite)."""
 SCAN_PAGE = 1000
 
-_TEXT, _TEXT_ARRAY, _INT = DataType.TEXT, DataType.TEXT_ARRAY, DataType.INT
+_TEXT, _TEXT_ARRAY, _INT, _BOOL = DataType.TEXT, DataType.TEXT_ARRAY, DataType.INT, DataType.BOOL
 _PROPERTY_TYPES: dict[str, DataType] = {
     # identity properties, carried by every chunk too
     "collection_id": _TEXT,
@@ -145,6 +145,7 @@ _PROPERTY_TYPES: dict[str, DataType] = {
     "parent_content": _TEXT,
     "tags": _TEXT_ARRAY,
     "label": _TEXT,
+    "ocr": _BOOL,
 }
 _PORT_PROPERTIES = (*IDENTITY_PROPERTIES, *TEXT_PROPERTIES, *CHUNK_EXTRAS)
 _SEARCHABLE = frozenset({"content"})
@@ -197,7 +198,7 @@ def missing_properties(existing: Iterable[str]) -> list[Property]:
 
 
 def _property(name: str, data_type: DataType) -> Property:
-    if data_type == DataType.INT:
+    if data_type in (DataType.INT, DataType.BOOL):
         return Property(name=name, data_type=data_type, index_filterable=name in FILTERABLE, index_range_filters=False)
     searchable = name in _SEARCHABLE
     return Property(

@@ -325,6 +325,7 @@ def citations_of(retrieval: Retrieval) -> list[Citation]:
             score=round(c.score, 6),
             legs=c.legs,
             rerank_score=c.rerank_score,
+            ocr=c.ocr,
         )
         for n, c in enumerate(retrieval.chunks, start=1)
     ]

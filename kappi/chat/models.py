@@ -99,6 +99,8 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
     """The agent's reranker's relevance score; ``null`` when it has none, or it was unavailable."""
     document_hits: int | None = None
     """Retrieve with ``group_by: document``: how many of the passages found came from this document."""
+    ocr: bool = False
+    """The passage's text was recognised by OCR from a scanned page or an image, so it may hold misreadings."""
 
 
 class Timings(msgspec.Struct, frozen=True, kw_only=True):

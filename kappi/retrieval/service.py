@@ -45,6 +45,7 @@ PASSAGE_PROPERTIES = (
     "page_start",
     "page_end",
     "parent_content",
+    "ocr",
     "model",
     "embeddingProvider",
 )
@@ -77,6 +78,8 @@ class RetrievedChunk(msgspec.Struct, frozen=True, kw_only=True):
     """Lexical and hybrid: which leg found it, at which rank."""
     rerank_score: float | None = None
     """The reranker's relevance score, when the agent's reranker ordered the passages."""
+    ocr: bool = False
+    """Its text was recognised by OCR from a scanned page (chonkit marks such chunks)."""
 
 
 class Retrieval(msgspec.Struct, frozen=True, kw_only=True):
@@ -464,6 +467,7 @@ def _chunk(assignment: Assignment, hit: SearchHit) -> RetrievedChunk:
         score=hit.score,
         distance=hit.distance,
         legs=hit.legs,
+        ocr=found.ocr,
     )
 
 

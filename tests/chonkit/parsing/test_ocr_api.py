@@ -50,6 +50,9 @@ async def test_a_scanned_pdf_is_embedded_and_found_by_a_phrase_it_holds(
     hits = await _search(chonkit, collection["id"], "who may operate the forklift in hall seven")
     assert hits[0]["document_id"] == scan["id"], hits
     assert "forklift" in str(hits[0]).lower()
+    assert hits[0]["ocr"] is True
+    canteen = await _search(chonkit, collection["id"], "soup of the day")
+    assert (canteen[0]["document_id"], canteen[0]["ocr"]) == (other["id"], False)
     preview = (await chonkit.post(f"/documents/{scan['id']}/preview/chunks", json={})).json()
     assert preview["chunks"], preview
     assert all(chunk["ocr"] for chunk in preview["chunks"]), preview

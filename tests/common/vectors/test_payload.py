@@ -88,6 +88,7 @@ def test_the_worker_writes_the_keys_collections_always_held(groups: list[str] | 
         "parent_content": None,
         "tags": [],
         "label": None,
+        "ocr": False,
     }
     assert set(first) == (STORED_KEYS if groups else STORED_KEYS - {"groups"})
     assert (second["parent_index"], second["parent_content"]) == (0, "the whole parent")

@@ -130,7 +130,8 @@ def test_property_types() -> None:
     assert {name for name, data_type in types.items() if data_type == ["text[]"]} == lists
     ints = {"chunk_index", "char_start", "char_end", "page_start", "page_end", "token_count", "parent_index"}
     assert {name for name, data_type in types.items() if data_type == ["int"]} == ints
-    assert {name for name, data_type in types.items() if data_type == ["text"]} == set(types) - ints - lists
+    assert {name for name, data_type in types.items() if data_type == ["boolean"]} == {"ocr"}
+    assert {name for name, data_type in types.items() if data_type == ["text"]} == set(types) - ints - lists - {"ocr"}
 
 
 def test_bm25_on_content_uses_the_lexical_parameters_every_engine_uses() -> None:
