@@ -5,9 +5,13 @@ A URL an admin types is fetched by the server, so it must not become a way into 
 loopback, link-local, shared, multicast, reserved or unspecified address, IPv4 or IPv6, nor an IPv4 address
 wrapped in IPv6) unless the operator allows private addresses. The check is made where the connection is made
 (:class:`_PinnedTransport`): the request goes to the very address that was checked, with the original name in
-``Host`` and in TLS SNI, so a name that resolves to a public address for the check and to ``127.0.0.1`` a moment
-later (DNS rebinding) cannot slip through. Redirects are followed by hand, each hop checked the same way.
-Environment proxies are ignored (a proxy would make the connection, not us).
+``Host`` and in TLS SNI (the certificate is verified against that name), so a name that resolves to a public
+address for the check and to ``127.0.0.1`` a moment later (DNS rebinding) cannot slip through. Redirects are
+followed by hand, each hop checked the same way. Environment proxies are ignored (a proxy would make the
+connection, not us).
+
+A 404 or 410 page is left out (gone: a sync removes it); other pages that cannot be taken are skipped, which a
+sync keeps as they were, since the failure may pass.
 
 Pages keep their visible text only: HTML loses scripts, styles, comments, attributes and the page's chrome
 (``nav``, ``aside``, the page's own ``header`` and ``footer``, and their ARIA roles) before chonkit's HTML
@@ -26,6 +30,7 @@ import codecs
 import ipaddress
 import re
 import socket
+import ssl
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -248,8 +253,9 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
     another name that happens to share its address.
     """
 
-    def __init__(self, guard: AddressGuard) -> None:
+    def __init__(self, guard: AddressGuard, tls: ssl.SSLContext) -> None:
         self._guard = guard
+        self._tls = tls
         self._transports: dict[str, httpx.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -258,7 +264,7 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
         addresses = await self._guard.addresses(host, port)
         transport = self._transports.get(host)
         if transport is None:
-            transport = self._transports[host] = httpx.AsyncHTTPTransport(trust_env=False)
+            transport = self._transports[host] = httpx.AsyncHTTPTransport(verify=self._tls, trust_env=False)
         failure: httpx.ConnectError | None = None
         for ip in addresses:
             pinned = httpx.Request(
@@ -294,7 +300,8 @@ class _Page:
 class _Robots:
     rules: RobotFileParser | None
     """``None``: robots.txt says nothing (absent), so everything is allowed."""
-    disallow_all: bool = False
+    disallow_all: str | None = None
+    """Why nothing may be fetched from the host (its robots.txt fails with a server error), if so."""
     delay: float = 0.0
     last_fetch: float = field(default=0.0)
 
@@ -317,18 +324,28 @@ class WebLister:
         spec: what to fetch.
         allow_private: ``RAGU_SOURCE_ALLOW_PRIVATE_URLS``.
         guard: the address rule; by default the system resolver and :func:`is_public_address`.
+        tls: whom HTTPS servers must be certified by; by default certifi's authorities, or ``SSL_CERT_FILE`` /
+            ``SSL_CERT_DIR`` when set (an intranet's own authority).
     """
 
-    def __init__(self, spec: WebSpec, *, allow_private: bool, guard: AddressGuard | None = None) -> None:
+    def __init__(
+        self,
+        spec: WebSpec,
+        *,
+        allow_private: bool,
+        guard: AddressGuard | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.spec = spec
         self._start = parse_start_url(spec.url)
         self._guard = guard or AddressGuard(allow_private=allow_private)
+        self._tls = tls
         self._robots: dict[tuple[str, str, int | None], _Robots] = {}
 
     async def items(self) -> AsyncIterator[SourceItem | SkippedItem]:
         """The source's pages; see the module docstring for what raises and what is skipped."""
         async with httpx.AsyncClient(
-            transport=_PinnedTransport(self._guard),
+            transport=_PinnedTransport(self._guard, self._tls or httpx.create_ssl_context()),
             headers={"User-Agent": USER_AGENT},
             timeout=_TIMEOUT,
             follow_redirects=False,
@@ -499,7 +516,9 @@ class _Fetcher:
                     pages.append(target)
         return pages, skipped
 
-    async def _get(self, url: httpx.URL, *, max_bytes: int, host: str | None, robots: bool) -> _Page:
+    async def _get(
+        self, url: httpx.URL, *, max_bytes: int, host: str | None, robots: bool, truncate: bool = False
+    ) -> _Page:
         for _ in range(MAX_REDIRECTS + 1):
             if host is not None and url.host != host:
                 raise _Skip("web_off_host", f"{url} is not on {host}, the host this crawl stays on.")
@@ -518,7 +537,7 @@ class _Fetcher:
                         "web_http_error", f"{url} answered HTTP {response.status_code}.", status=response.status_code
                     )
                 media_type, charset = _media_type(response, url)
-                content = await _read_bounded(response, url, max_bytes)
+                content = await _read_bounded(response, url, max_bytes, truncate=truncate)
                 return _Page(url=url, media_type=media_type, content=content, charset=charset)
         raise _Skip("web_too_many_redirects", f"{url} is more than {MAX_REDIRECTS} redirects away.")
 
@@ -527,7 +546,9 @@ class _Fetcher:
         robots = self._robots.get(origin)
         if robots is None:
             robots = self._robots[origin] = await self._fetch_robots(url)
-        if robots.disallow_all or (robots.rules is not None and not robots.rules.can_fetch(ROBOTS_AGENT, str(url))):
+        if robots.disallow_all:
+            raise _Skip("web_robots_disallowed", robots.disallow_all)
+        if robots.rules is not None and not robots.rules.can_fetch(ROBOTS_AGENT, str(url)):
             raise _Skip("web_robots_disallowed", f"{url.host}'s robots.txt does not allow {url}.")
         if robots.delay:
             loop = asyncio.get_running_loop()
@@ -536,29 +557,34 @@ class _Fetcher:
             robots.last_fetch = loop.time()
 
     async def _fetch_robots(self, url: httpx.URL) -> _Robots:
-        """RFC 9309: a 4xx (or a file that is not there) allows everything; a 5xx or no answer disallows all."""
+        """RFC 9309: a 4xx, or too many redirects, allows everything; a 5xx disallows everything; only the first
+        :data:`MAX_ROBOTS_BYTES` count. No answer at all (httpx's error) is the page's failure, and is not kept."""
         robots_url = url.copy_with(raw_path=b"/robots.txt")
         try:
-            page = await self._get(robots_url, max_bytes=MAX_ROBOTS_BYTES, host=None, robots=False)
+            page = await self._get(robots_url, max_bytes=MAX_ROBOTS_BYTES, host=None, robots=False, truncate=True)
         except _Skip as skip:
-            return _Robots(rules=None, disallow_all=skip.status is None or skip.status >= 500)
-        except httpx.HTTPError:
-            return _Robots(rules=None, disallow_all=True)
+            if skip.status is not None and skip.status >= 500:
+                why = f"{url.host}'s robots.txt answered HTTP {skip.status}, which allows nothing (RFC 9309)."
+                return _Robots(rules=None, disallow_all=why)
+            return _Robots(rules=None)
         rules = RobotFileParser()
         rules.parse(decode_text(page.content).splitlines())
         delay = rules.crawl_delay(ROBOTS_AGENT)
         return _Robots(rules=rules, delay=min(float(delay or 0), MAX_CRAWL_DELAY_SECONDS))
 
 
-async def _read_bounded(response: httpx.Response, url: httpx.URL, max_bytes: int) -> bytes:
-    """The (decoded) body, refused as soon as it passes ``max_bytes``: a gzip bomb stops there too."""
+async def _read_bounded(response: httpx.Response, url: httpx.URL, max_bytes: int, *, truncate: bool) -> bytes:
+    """The (decoded) body, refused (or with ``truncate``, cut) as soon as it passes ``max_bytes``: a gzip bomb stops
+    there too."""
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
+    if not truncate and declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
         raise _Skip("web_page_too_large", f"{url} is {int(declared)} bytes; the source's limit is {max_bytes}.")
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
         if len(body) > max_bytes:
+            if truncate:
+                return bytes(body[:max_bytes])
             raise _Skip("web_page_too_large", f"{url} is larger than the source's limit of {max_bytes} bytes.")
     return bytes(body)
 

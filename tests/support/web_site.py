@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -31,14 +32,15 @@ class Request:
 class LocalSite:
     """Pages by path (with query); anything not set is a 404. Every request is recorded."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, scheme: str = "http") -> None:
         self.host = host
         self.port = port
+        self.scheme = scheme
         self.pages: dict[str, Response] = {}
         self.requests: list[Request] = []
 
     def url(self, path: str = "/", *, host: str | None = None) -> str:
-        return f"http://{host or self.host}:{self.port}{path}"
+        return f"{self.scheme}://{host or self.host}:{self.port}{path}"
 
     def html(self, path: str, body: str, *, title: str = "") -> None:
         head = f"<title>{title}</title>" if title else ""
@@ -58,7 +60,8 @@ class LocalSite:
 
 
 @contextmanager
-def serve_site(host: str = "127.0.0.1") -> Iterator[LocalSite]:
+def serve_site(host: str = "127.0.0.1", *, tls: ssl.SSLContext | None = None) -> Iterator[LocalSite]:
+    """The site on ``host`` (an ephemeral port); over HTTPS with ``tls``, a server-side context with its certificate."""
     site: LocalSite
 
     class Handler(BaseHTTPRequestHandler):
@@ -81,7 +84,9 @@ def serve_site(host: str = "127.0.0.1") -> Iterator[LocalSite]:
 
     server = ThreadingHTTPServer((host, 0), Handler)
     server.daemon_threads = True
-    site = LocalSite(host, server.server_address[1])
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    site = LocalSite(host, server.server_address[1], scheme="https" if tls else "http")
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
