@@ -340,7 +340,6 @@ class WebLister:
         self._start = parse_start_url(spec.url)
         self._guard = guard or AddressGuard(allow_private=allow_private)
         self._tls = tls
-        self._robots: dict[tuple[str, str, int | None], _Robots] = {}
 
     async def items(self) -> AsyncIterator[SourceItem | SkippedItem]:
         """The source's pages; see the module docstring for what raises and what is skipped."""
@@ -351,7 +350,7 @@ class WebLister:
             follow_redirects=False,
             trust_env=False,
         ) as client:
-            fetcher = _Fetcher(client, self)
+            fetcher = _Fetcher(client, self.spec)
             if self.spec.mode == "sitemap":
                 listing = self._sitemap_pages(fetcher)
             elif self.spec.mode == "crawl":
@@ -459,10 +458,11 @@ class _Budget:
 class _Fetcher:
     """GETs with hand-followed redirects, robots.txt, the size bound and the per-page time bound."""
 
-    def __init__(self, client: httpx.AsyncClient, lister: WebLister) -> None:
+    def __init__(self, client: httpx.AsyncClient, spec: WebSpec) -> None:
         self._client = client
-        self._spec = lister.spec
-        self._robots = lister._robots
+        self._spec = spec
+        self._robots: dict[tuple[str, str, int | None], _Robots] = {}
+        """robots.txt per origin (scheme, host, port), read once per listing."""
 
     async def page(self, url: httpx.URL, *, start: bool = False, host: str | None = None) -> _Page:
         """Fetch a page; ``host`` (crawl) refuses redirects off it. A failing start page raises instead of skip."""
