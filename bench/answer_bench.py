@@ -775,6 +775,7 @@ async def run_provider(
             if stream is not None:
                 asked.ttft_ms = stream.ttft_ms
                 asked.extra["stream_done"] = stream.done
+                asked.extra["sources"] = stream.sources
                 if llama is not None and stream.called_model:
                     messages = ragu_messages(agent, stream.sources, question.question)
                     try:

@@ -21,7 +21,7 @@ from common.errors import AppError, NotFound
 from common.telemetry import LlmCall
 from kappi.agent.models import Agent, AgentVersion
 from kappi.chat.followups import condensed_question
-from kappi.chat.grounding import DECLINE, Grounder, relevant, split_citations
+from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, relevant, split_citations
 from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
@@ -86,7 +86,8 @@ class Answerer:
         found = await self.retriever.retrieve(
             prepared.agent.collections, prepared.groups, searched, rerank=rerank_choice(prepared.config)
         )
-        retrieval = msgspec.structs.replace(found, chunks=relevant(found.chunks, await self._models(found)))
+        kept = relevant(found.chunks, await self._models(found))
+        retrieval = msgspec.structs.replace(found, chunks=joined_neighbours(kept))
         yield retrieval
         if not retrieval.chunks and prepared.agent.collections:
             yield Token(text=DECLINE)

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import msgspec
+
 from kappi.llm.base import Passage
 from kappi.llm.extractive import STOP_WORDS, question_stems
 from kappi.llm.prompt import ANSWER_RULES
@@ -39,7 +41,8 @@ UNSUPPORTED_ONLY = (
 """The answer when every sentence the model wrote was dropped as resting on no passage."""
 
 RELATIVE_FLOOR = 0.8
-"""A passage's cosine must be at least this share of the best hit's (same embedding model)."""
+"""A passage's cosine must be at least this share of the best hit's (same embedding model), or its BM25 score this
+share of the best BM25 score among the passages above the absolute floor (same model)."""
 ABSOLUTE_FLOORS: Mapping[str, float] = {"all-MiniLM-L6-v2": 0.4}
 """Cosine floor per embedding model (``bench/relevance_floor.py`` on SciFact); models not listed have none."""
 SUPPORT_THRESHOLD = 0.5
@@ -74,24 +77,92 @@ def relevant(
 ) -> list[RetrievedChunk]:
     """The chunks that pass both floors, in retrieval's order.
 
+    A chunk passes the absolute floor on its cosine, and the relative one on its cosine *or* on its keyword
+    evidence: hybrid retrieval finds passages whose words match the question better than their embedding does
+    (``port (integer): The TCP port the server listens on; 5432 by default``, cosine 0.40 against the best hit's
+    0.53, first in the keyword leg), and a floor on cosine alone dropped them.
+
     Args:
         chunks: What retrieval found.
         models: Each collection's embedding model, by ``(vector_provider, collection)``: cosines of different
             models are not comparable, so each model's chunks are held to their own best hit and floor.
-        relative: The share of the best hit's cosine a chunk must reach.
+        relative: The share of the best hit's cosine (or BM25 score) a chunk must reach.
         absolute: The cosine floor per model.
     """
-    best: dict[str, float] = {}
-    for chunk in chunks:
-        model = models.get((chunk.vector_provider, chunk.collection), "")
-        best[model] = max(best.get(model, -1.0), cosine(chunk))
-    kept = []
-    for chunk in chunks:
-        model = models.get((chunk.vector_provider, chunk.collection), "")
-        similarity = cosine(chunk)
-        if similarity >= absolute.get(model, -1.0) and similarity >= relative * best[model]:
-            kept.append(chunk)
-    return kept
+
+    def model_of(chunk: RetrievedChunk) -> str:
+        return models.get((chunk.vector_provider, chunk.collection), "")
+
+    above = [c for c in chunks if cosine(c) >= absolute.get(model_of(c), -1.0)]
+    best_cosine: dict[str, float] = {}
+    best_bm25: dict[str, float] = {}
+    for chunk in above:
+        model = model_of(chunk)
+        best_cosine[model] = max(best_cosine.get(model, -1.0), cosine(chunk))
+        best_bm25[model] = max(best_bm25.get(model, 0.0), _bm25(chunk))
+    return [
+        c
+        for c in above
+        if cosine(c) >= relative * best_cosine[model_of(c)]
+        or (best_bm25[model_of(c)] > 0 and _bm25(c) >= relative * best_bm25[model_of(c)])
+    ]
+
+
+def _bm25(chunk: RetrievedChunk) -> float:
+    return (chunk.legs.lexical_score or 0.0) if chunk.legs is not None else 0.0
+
+
+def joined_neighbours(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
+    """Chunks of one document that follow each other, joined into one passage at the first one's place.
+
+    A chunk boundary often cuts a section from its heading: ``ssl_cert_file (string)`` and its description end
+    one chunk, "The default is server.crt." opens the next. Both found, they read as one text again (the overlap
+    chunks share is kept once, by their character offsets). Only chunks of the same collection and document
+    are joined, so no passage gains text from anywhere its chunks did not come from; parent/child passages (whose
+    context is their parent) are left as they are.
+    """
+    order: dict[int, list[RetrievedChunk]] = {}
+    runs: dict[tuple[str, str, str], list[tuple[int, RetrievedChunk]]] = {}
+    for n, chunk in enumerate(chunks):
+        placed = None not in (chunk.chunk_index, chunk.char_start, chunk.char_end)
+        if not placed or chunk.context != chunk.text:
+            order[n] = [chunk]
+            continue
+        runs.setdefault((chunk.vector_provider, chunk.collection, chunk.document_id), []).append((n, chunk))
+    for members in runs.values():
+        members.sort(key=lambda m: m[1].chunk_index or 0)
+        group = [members[0]]
+        for member in members[1:]:
+            if (member[1].chunk_index or 0) == (group[-1][1].chunk_index or 0) + 1:
+                group.append(member)
+                continue
+            order[min(n for n, _ in group)] = [c for _, c in group]
+            group = [member]
+        order[min(n for n, _ in group)] = [c for _, c in group]
+    return [_joined(order[n]) for n in sorted(order)]
+
+
+def _joined(run: Sequence[RetrievedChunk]) -> RetrievedChunk:
+    if len(run) == 1:
+        return run[0]
+    text, end = run[0].text, run[0].char_end or 0
+    for chunk in run[1:]:
+        start = chunk.char_start or 0
+        text += chunk.text[end - start :] if start < end else "\n\n" + chunk.text
+        end = max(end, chunk.char_end or 0)
+    best = min(run, key=lambda c: c.distance)
+    pages = [p for c in run for p in (c.page_start, c.page_end) if p is not None]
+    return msgspec.structs.replace(
+        best,
+        text=text,
+        context=text,
+        chunk_index=run[0].chunk_index,
+        char_start=run[0].char_start,
+        char_end=end,
+        page_start=min(pages) if pages else None,
+        page_end=max(pages) if pages else None,
+        score=max(c.score for c in run),
+    )
 
 
 def _content_stems(text: str) -> list[str]:

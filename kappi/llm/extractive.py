@@ -2,19 +2,36 @@
 model at all.
 
 It is the fallback so Ragu answers usefully with no model, no API key and no network (retrieval does the heavy
-lifting), and it sits on the benchmark path, so each passage costs a handful of C-level passes over its bytes
-(translate, replace, find), linear in its length. Relevance is lexical: a sentence scores the number of distinct
-key terms of the question it contains (lowercased words minus stop words and weak words like "use", crudely
-stemmed so "policies" finds "policy"), and answers only with at least half of them: a sentence sharing one word
-with a five-word question is not presented as a finding. Whole sentences are quoted, never a piece of one cut
-at a chunk's edge, and prose is preferred to headings and code. With no sentence that answers it says so
-plainly, and lists nothing. The answer is deterministic.
+lifting). Manuals and handbooks put a subject in a heading ("max_connections (integer)") and its facts in the
+sentences under it, often not in the sentence that repeats the question's words: "Specifies the delay between
+activity rounds for the background writer. [...] The default is 200 milliseconds." So the unit answered from is
+a passage's *section* (a heading and the sentences under it, or the run of sentences before the first heading):
+
+- the question's key terms (lowercased words minus stop words and weak words like "use", crudely stemmed so
+  "policies" finds "policy") are weighted by how rare they are among the passages' sentences, so "default"
+  counts for little and "max_connections" for a lot, and a term no passage holds weighs the most;
+- in each section, the fewest sentences (up to :data:`MAX_SENTENCES`) that cover the most weight are chosen,
+  greedily, the heading's terms counting as covered; the section answers when they cover at least
+  :data:`MIN_COVERAGE` of the question's weight;
+- a name the question spells like code (``max_connections``, ``sqlite3.connect``) must appear in the section, or,
+  for a passage that starts below its heading, in its document's passages: asked about ``checkpoint_timeout``, a
+  sentence about another setting's default is not an answer. Sections whose heading names it come first, and a
+  section headed by another such name (``maintenance_work_mem``, asked about ``work_mem``) does not answer;
+- when the question asks for a quantity ("how many", "default", "maximum"...), a quote that states none gains the
+  section's sentence on the question's terms that does.
+
+The best section is quoted, its heading first when the heading holds a key term, whole sentences only (never a
+fragment a chunk boundary cut, and prose before headings and code), cited by every passage that holds it. With no
+section that answers it says so plainly and lists nothing. Each passage's analysis is cached by its text: the
+same chunks come back question after question. The answer is deterministic.
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
+import math
+import re
 from collections.abc import AsyncGenerator, Sequence
 from typing import NamedTuple
 
@@ -24,31 +41,15 @@ EXTRACTIVE_MODEL = "extractive"
 FOUND = "Here is what I found in your documents:\n"
 NOTHING_FOUND = "I found nothing in the documents you have access to that matches your question."
 NOTHING_MATCHES = "No passage in the documents you have access to answers this question."
-"""Passages were found, but no sentence of theirs holds enough of the question's key terms."""
+"""Passages were found, but no section of theirs holds enough of the question's key terms."""
 ANALYSED_PASSAGES = 4096
-"""Passages whose scanning passes are kept (~2 KB each for a 1 KB chunk, so ~8 MB at most)."""
-
-# Passages are scanned as UTF-8 bytes: bytes.translate, replace, find and rfind are table lookups and memchr
-# whatever the text, where str.translate slows tenfold on the first non-ASCII character and a regex pass costs
-# several times more per character anyway. Every rewrite keeps byte lengths, so offsets stay comparable.
-_ASCII_PUNCTUATION = bytes(c for c in range(128) if not chr(c).isalnum() and chr(c) != "_")
-# curly quotes, guillemets, dashes, ellipsis, bullets, and the no-break and thin spaces of PDF and HTML text
-_UNICODE_PUNCTUATION = "\u201c\u201d\u2018\u2019\u00ab\u00bb\u2013\u2014\u2026\u2022\u00b7\u00a0\u2009\u202f"
-_WORDS_ONLY = bytes.maketrans(_ASCII_PUNCTUATION, b" " * len(_ASCII_PUNCTUATION))
-_UNICODE_TO_SPACES = tuple((c.encode(), b" " * len(c.encode())) for c in _UNICODE_PUNCTUATION)
-_QUESTION_WORDS_ONLY = str.maketrans(dict.fromkeys(_ASCII_PUNCTUATION.decode() + _UNICODE_PUNCTUATION, " "))
-_ONE_TERMINATOR = bytes.maketrans(b"!?\r\t", b"..\n ")
-# After that translation, these end a sentence: ". " and ".\n", a blank line, a line starting a list item. Each is
-# rewritten with a NUL byte where the next sentence begins, always replacing an ASCII byte: a sentence's bounds
-# are then character boundaries of the UTF-8 text.
-_SENTENCE_ENDS = (
-    (b". ", b".\0"),
-    (b".\n", b".\0"),
-    (b"\n\n", b"\0\0"),
-    (b"\n\xe2\x80\xa2", b"\0\xe2\x80\xa2"),
-    (b"\n- ", b"\0- "),
-)
-_BULLETS = "\u2022- \t\n"
+"""Passages whose analysis is kept (a few KB each for a 1 KB chunk)."""
+MIN_COVERAGE = 0.5
+"""The share of the question's term weight a section's heading and chosen sentences must hold to answer."""
+MAX_SENTENCES = 2
+"""Sentences quoted from the answering section at most."""
+MIN_ADDED_SHARE = 0.05
+"""A sentence after the first is quoted only if it adds at least this share of the question's weight."""
 
 _STOP_WORDS_TEXT = """
     a about above after again against all also am an and any many much are as at be because been before being below
@@ -63,14 +64,32 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 _WEAK_TERMS_TEXT = "get gets got use uses used using make makes need needs want know way thing happen give take"
 WEAK_TERMS = frozenset(_WEAK_TERMS_TEXT.split())
 """Question words that say little about its subject: not counted among its key terms."""
-_CODE_CHARACTERS = "{}();=<>$`|\\[]"
-_CLOSING = (".", "!", "?", ":", ")", '"', "\u201d")
-_HEADING_WORDS = 8
-"""A line of at most this many words without closing punctuation reads as a heading."""
-
 
 _SUFFIXES = ("ies", "ied", "ing", "ed", "s", "y")
 _NOT_PLURAL = ("ss", "us", "is")  # guess, status, analysis
+_NOT_WORD = re.compile(r"[^\w]+")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)+|\w*[A-Za-z0-9]_\w+|__\w+__")
+"""A name spelled like code: dotted (``sqlite3.connect``) or with an inner underscore (``max_connections``)."""
+_VALUE_QUESTION = re.compile(
+    r"\b(?:how (?:many|much|long|large|big|often|old)|default|maximum|minimum|range|size|limit|version|port"
+    r"|number|timeout|length|value)\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS_TEXT = """
+    zero one two three four five six seven eight nine ten eleven twelve twenty fifty hundred thousand million
+    billion twice half
+"""
+NUMBER_WORDS = frozenset(_NUMBER_WORDS_TEXT.split())
+_DIGIT = re.compile(r"\d")
+_PARAGRAPHS = re.compile(r"\n[ \t]*\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d)]*\s+(?=\S)|\n+(?=\s*(?:[-*\u2022]|\d+[.)])\s)")
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+_CODE_CHARACTERS = "{}();=<>$`|\\[]"
+_CLOSING = (".", "!", "?", ":", ")", '"', "\u201d")
+_HEADING_WORDS = 10
+"""A one-line paragraph of at most this many words without a sentence's closing punctuation is a heading."""
+_HEADING_MARKS = "\u00b6#* \t"
+"""What documentation puts around a heading: HTML manuals' pilcrow permalinks, Markdown's marks."""
 
 
 def _stem(word: str) -> str:
@@ -87,92 +106,8 @@ def _stem(word: str) -> str:
 
 def question_stems(question: str) -> list[str]:
     """The distinct stems of the question's words that are not stop words or single letters, in order."""
-    words = question.lower().translate(_QUESTION_WORDS_ONLY).split()
+    words = _NOT_WORD.sub(" ", question.lower()).split()
     return list(dict.fromkeys(_stem(word) for word in words if len(word) > 1 and word not in STOP_WORDS))
-
-
-def _lowered(text: str) -> bytes:
-    """``text`` lowercased, as UTF-8, with as many characters as ``text`` (so char offsets carry over)."""
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a few characters lowercase to two ("İ"): keep those as they are
-        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-    return lowered.encode(errors="surrogatepass")
-
-
-def _words(data: bytes) -> bytes:
-    """Lowercase words separated by spaces, at the offsets they have in ``data``, with a leading space."""
-    words = b" " + data.translate(_WORDS_ONLY)
-    if not data.isascii():
-        for mark, spaces in _UNICODE_TO_SPACES:
-            words = words.replace(mark, spaces)
-    return words
-
-
-def _mark_sentence_ends(data: bytes) -> bytes:
-    """``data`` with a NUL byte before every sentence, at the same offsets."""
-    data = data.translate(_ONE_TERMINATOR)
-    for end, mark in _SENTENCE_ENDS:
-        data = data.replace(end, mark)
-    return data
-
-
-@functools.lru_cache(maxsize=ANALYSED_PASSAGES)
-def _analysed(text: str) -> tuple[bytes, bytes]:
-    """A passage's words (:func:`_words`) and its sentence-marked bytes (:func:`_mark_sentence_ends`).
-
-    Cached by text: the same chunks come back question after question, and these passes are most of an
-    answer's cost. The marked bytes differ from the lowercased text only by ASCII-for-ASCII rewrites, so their
-    byte offsets map to the text's characters as the encoding's do.
-    """
-    data = _lowered(text)
-    return _words(data), _mark_sentence_ends(data)
-
-
-def _sentence_at(text: str, marked: bytes, start: int) -> str:
-    """The sentence of ``text`` that starts at byte ``start`` of its marked encoding."""
-    end = marked.find(b"\0", start)
-    first = len(marked[:start].decode(errors="surrogatepass"))
-    length = len(marked[start : len(marked) if end < 0 else end].decode(errors="surrogatepass"))
-    return text[first : first + length].strip().lstrip(_BULLETS)
-
-
-def _opening_sentence(text: str, marked: bytes) -> str:
-    start = 0
-    while not (sentence := _sentence_at(text, marked, start)) and (end := marked.find(b"\0", start)) >= 0:
-        start = end + 1
-    return sentence
-
-
-def _shorten(sentence: str, limit: int) -> str:
-    sentence = " ".join(sentence.split())
-    if len(sentence) <= limit:
-        return sentence
-    cut = sentence.rfind(" ", 0, limit)
-    return sentence[: cut if cut > 0 else limit].rstrip(",;:") + "…"
-
-
-def _sentences_with_stems(
-    analysed: Sequence[tuple[bytes, bytes]], needles: Sequence[bytes]
-) -> tuple[list[int], dict[int, set[int]]]:
-    """Where each passage starts in the NUL-joined marked passages, and for every sentence holding a question
-    stem (by its start in that joined text) the stems it holds.
-
-    All passages are scanned as one NUL-joined text, so each stem costs one ``find`` per occurrence, not one
-    per passage. A stem is found as a word prefix, ``b" stem"``, in the words; the last sentence start before
-    a hit says which sentence the hit is in. The NULs end words and sentences, so nothing spans two passages.
-    """
-    # Each passage's words begin with a space, standing for the NUL between two marked passages.
-    words, marked = b"".join(w for w, _ in analysed), b"\0".join(m for _, m in analysed)
-    starts = [0]
-    for _, own_marks in analysed[:-1]:
-        starts.append(starts[-1] + len(own_marks) + 1)
-    stems_per_sentence: dict[int, set[int]] = {}
-    for stem, needle in enumerate(needles):
-        at = words.find(needle)  # ``words`` has one extra leading byte: ``at`` is the word's offset in ``marked``
-        while at >= 0:
-            stems_per_sentence.setdefault(marked.rfind(b"\0", 0, at) + 1, set()).add(stem)
-            at = words.find(needle, at + len(needle))
-    return starts, stems_per_sentence
 
 
 def key_terms(question: str) -> list[str]:
@@ -182,21 +117,44 @@ def key_terms(question: str) -> list[str]:
     return [s for s in stems if s not in WEAK_TERMS] or stems
 
 
-def needed_terms(keys: int) -> int:
-    """How many of the question's key terms a sentence must hold to count as an answer: half, rounded up."""
-    return max(1, -(-keys // 2))
+def identifiers(question: str) -> list[str]:
+    """The names the question spells like code, lowercased: ``max_connections``, ``json.jsondecodeerror``."""
+    return list(dict.fromkeys(m.group().lower().strip(".") for m in _IDENTIFIER.finditer(question)))
+
+
+def _named(names: Sequence[str]) -> list[re.Pattern[str]]:
+    """Finds each name as a whole identifier: ``work_mem`` is not in ``maintenance_work_mem``, but
+    ``lru_cache`` is in ``functools.lru_cache``."""
+    return [re.compile(rf"(?<!\w){re.escape(name)}(?!\w)") for name in names]
+
+
+def _titled_by_another_name(section: Section, names: Sequence[re.Pattern[str]]) -> bool:
+    """A section headed by a name spelled like code that is none of the question's (``maintenance_work_mem``,
+    asked about ``work_mem``) is about that other name, whatever it mentions."""
+    if not names or not section.heading or not _IDENTIFIER.search(section.heading):
+        return False
+    heading = section.heading.lower()
+    return not any(name.search(heading) for name in names)
+
+
+def expects_value(question: str) -> bool:
+    """Whether the question asks for a quantity or a setting's value, which a quote must then state."""
+    return _VALUE_QUESTION.search(question) is not None
+
+
+def is_code(sentence: str) -> bool:
+    """A fence, a shell or Python prompt, ``#`` markup, or mostly symbols."""
+    text = sentence.strip()
+    if text.startswith(("#", "```", "    ", "$ ", ">>> ")):
+        return True
+    return sum(text.count(c) for c in _CODE_CHARACTERS) * 8 > len(text)
 
 
 def is_prose(sentence: str) -> bool:
-    """Whether a sentence reads as one: not a heading (a short line with no closing punctuation, or ``#``
-    markup) and not code (a fence, or mostly symbols)."""
+    """Whether a sentence reads as one: not code, and not a heading or list item (a short line with no closing
+    punctuation)."""
     text = sentence.strip()
-    if text.startswith(("#", "```", "    ", "$ ", ">>> ")):
-        return False
-    symbols = sum(text.count(c) for c in _CODE_CHARACTERS)
-    if symbols * 8 > len(text):
-        return False
-    return text.endswith(_CLOSING) or len(text.split()) > _HEADING_WORDS
+    return not is_code(text) and (text.endswith(_CLOSING) or len(text.split()) > _HEADING_WORDS)
 
 
 def is_fragment(sentence: str) -> bool:
@@ -204,62 +162,309 @@ def is_fragment(sentence: str) -> bool:
     return sentence[:1].islower()
 
 
-class _Candidate(NamedTuple):
-    passage: int
-    sentence: str
-    terms: int
+def _words(text: str) -> str:
+    """Lowercase words, space-separated with a space at each end, so ``" stem"`` finds a word by its prefix.
+    Identifiers are also split ("bgwriter_delay" holds "delay")."""
+    plain = _NOT_WORD.sub(" ", text.lower())
+    return f" {plain} {plain.replace('_', ' ')} " if "_" in plain else f" {plain} "
+
+
+def _is_heading(paragraph: str) -> bool:
+    if "\n" in paragraph.strip():
+        return False
+    text = paragraph.strip().strip(_HEADING_MARKS)
+    return bool(text) and not text.endswith((".", "!", "?", ":", ",", ";")) and len(text.split()) <= _HEADING_WORDS
+
+
+class Sentence(NamedTuple):
+    text: str
+    """As quoted: whitespace collapsed, list bullets removed."""
+    words: str
+    quotable: bool
+    """Whole and not code: not a fragment a chunk boundary cut."""
     prose: bool
+    """Reads as a sentence (:func:`is_prose`): preferred to a bare list item with the same words."""
+    value: bool
+    """States a number (digits or a number word)."""
 
 
-def _candidates(
-    texts: Sequence[str], analysed: Sequence[tuple[bytes, bytes]], needles: Sequence[bytes], *, max_sentence_chars: int
-) -> list[_Candidate]:
-    """Every whole sentence holding enough key terms (:func:`needed_terms`), in passage order."""
-    starts, stems_per_sentence = _sentences_with_stems(analysed, needles)
-    needed = needed_terms(len(needles))
-    found = []
-    for start, stems in sorted(stems_per_sentence.items()):
-        if len(stems) < needed:
+class Section(NamedTuple):
+    heading: str | None
+    """None for the sentences before a passage's first heading: their heading, if any, is in another chunk."""
+    heading_words: str
+    raw: str
+    """The section's text lowercased, for finding identifiers as written."""
+    sentences: tuple[Sentence, ...]
+    first: int
+    """The unit number of its first sentence in :attr:`Analysed.words`."""
+
+
+class Analysed(NamedTuple):
+    """A passage read once (cached by its text): its sections, and every sentence's words in one string so that
+    each key term is found with a few ``find`` calls per passage, not one test per sentence."""
+
+    sections: tuple[Section, ...]
+    words: str
+    """Each sentence's :func:`_words`, in order, then each heading's."""
+    starts: tuple[int, ...]
+    """Where each unit (sentence, then heading) begins in :attr:`words`."""
+    headings: tuple[int, ...]
+    """The section of each heading unit (the units after the sentences)."""
+    owners: tuple[int, ...]
+    """The section of each unit."""
+    sentence_words: frozenset[str]
+    """Every sentence's words: which passages hold a quote (overlapping chunks share sentences)."""
+
+
+def states_value(sentence: str) -> bool:
+    return any(c.isdigit() for c in sentence) or not NUMBER_WORDS.isdisjoint(
+        _NOT_WORD.sub(" ", sentence.lower()).split()
+    )
+
+
+@functools.lru_cache(maxsize=ANALYSED_PASSAGES)
+def analysed(text: str) -> Analysed:
+    """A passage's sections, each with its sentences, and the joined words (cached by text)."""
+    sections: list[Section] = []
+    heading: str | None = None
+    body: list[Sentence] = []
+    raw: list[str] = []
+    count = 0
+
+    def close() -> None:
+        nonlocal count
+        if heading is not None or body:
+            words = _words(heading) if heading else " "
+            sections.append(Section(heading, words, " ".join(raw).lower(), tuple(body), count))
+            count += len(body)
+
+    for paragraph in _PARAGRAPHS.split(text.replace("\r\n", "\n").replace("\r", "\n")):
+        if not paragraph.strip():
             continue
-        n = bisect.bisect_right(starts, start) - 1
-        sentence = _sentence_at(texts[n], analysed[n][1], start - starts[n])
-        if sentence and not is_fragment(sentence):
-            shortened = _shorten(sentence, max_sentence_chars)
-            found.append(_Candidate(n, shortened, len(stems), is_prose(sentence)))
-    return found
+        if _is_heading(paragraph):
+            close()
+            heading, body, raw = " ".join(paragraph.strip(_HEADING_MARKS + "\n").split()), [], [paragraph]
+            continue
+        raw.append(paragraph)
+        for piece in _SENTENCE_END.split(paragraph):
+            sentence = " ".join(_BULLET.sub("", piece).split())
+            if sentence:
+                quotable = not is_fragment(sentence) and not is_code(sentence)
+                body.append(Sentence(sentence, _words(sentence), quotable, is_prose(sentence), states_value(sentence)))
+    close()
+    units = [t.words for s in sections for t in s.sentences]
+    headings = tuple(n for n, s in enumerate(sections) if s.heading)
+    units += [sections[n].heading_words for n in headings]
+    starts, at = [], 0
+    for unit in units:
+        starts.append(at)
+        at += len(unit)
+    owners = tuple(n for n, section in enumerate(sections) for _ in section.sentences) + headings
+    sentence_words = frozenset(units[: len(units) - len(headings)])
+    return Analysed(tuple(sections), "".join(units), tuple(starts), headings, owners, sentence_words)
+
+
+def _held(passage: Analysed, needles: Sequence[str], frequency: list[int]) -> dict[int, set[int]]:
+    """Per unit of the passage (sentence, then heading), the key terms it holds; adds to each term's count of
+    units holding it."""
+    held: dict[int, set[int]] = {}
+    words, starts = passage.words, passage.starts
+    for i, needle in enumerate(needles):
+        at, last = words.find(needle), -1
+        while at >= 0:
+            unit = bisect.bisect_right(starts, at) - 1
+            if unit != last:
+                held.setdefault(unit, set()).add(i)
+                frequency[i] += 1
+                last = unit
+            at = words.find(needle, at + len(needle))
+    return held
+
+
+class _Answer(NamedTuple):
+    passage: int
+    section: Section
+    quoted: tuple[int, ...]
+
+
+class _Coverage(NamedTuple):
+    quoted: tuple[int, ...]
+    """Indices of the quoted sentences in the section, in reading order."""
+    weight: float
+    """The share of the question's term weight the heading and the quoted sentences hold."""
+    terms: float
+    """The share of the question's terms they hold."""
+    heading: float
+    """The share of the weight the heading holds alone: of two sections as good, the one titled by the subject."""
+
+
+def _cover(
+    section: Section,
+    held: Sequence[frozenset[int]],
+    titled: frozenset[int],
+    weights: Sequence[float],
+    *,
+    subject: frozenset[int],
+    want_value: bool,
+) -> _Coverage:
+    """The section's sentences that cover the most of the question's weight, greedily.
+
+    ``held``: the key terms each of its sentences holds; ``titled``: those its heading holds. ``subject``: the
+    terms the passage's document or collection name does not hold (a PostgreSQL manual's passage need not say
+    "PostgreSQL"); only they count. ``want_value``: the question asks for a quantity, so when no chosen sentence
+    states one, the section's sentence on the question's terms that does is quoted too.
+    """
+    weight = {i: weights[i] for i in subject}
+    sentences = section.sentences
+    covered = set(titled) & weight.keys()
+    titled_share = sum(weight[i] for i in covered)
+    total = sum(weight.values()) or 1.0
+    chosen: list[int] = []
+    while len(chosen) < MAX_SENTENCES:
+        # by the weight it adds, prose first, then (for the first, when the heading holds every term) all it holds
+        best, gain = -1, (0.0, False, 0.0)
+        for n, terms in enumerate(held):
+            if terms and n not in chosen and sentences[n].quotable:
+                adds = (sum(weight[i] for i in terms - covered), sentences[n].prose, sum(weight[i] for i in terms))
+                if adds > gain:
+                    best, gain = n, adds
+        if best < 0 or (chosen and gain[0] < max(MIN_ADDED_SHARE * total, 1e-9)):
+            break
+        chosen.append(best)
+        covered |= held[best]
+    if chosen and want_value and not any(sentences[n].value for n in chosen):
+        valued = [n for n, s in enumerate(sentences) if s.quotable and held[n] and s.value]
+        if valued:
+            pick = max(valued, key=lambda n: (sum(weight[i] for i in held[n]), -n))
+            chosen = [*chosen[: MAX_SENTENCES - 1], pick]
+            covered |= held[pick]
+    return _Coverage(
+        quoted=tuple(sorted(chosen)),
+        weight=sum(weight[i] for i in covered) / total,
+        terms=len(covered) / len(subject),
+        heading=titled_share / total,
+    )
+
+
+def _quote(answer: _Answer, needles: Sequence[str], max_chars: int) -> str:
+    """The quoted sentences in reading order (``…`` between two that do not follow each other), each cut at a word
+    after ``max_chars``; the section's heading first when it holds a key term: it names what the quote is about."""
+    sentences = answer.section.sentences
+    parts: list[str] = []
+    for position, n in enumerate(answer.quoted):
+        if position and n != answer.quoted[position - 1] + 1:
+            parts.append("…")
+        parts.append(_shorten(sentences[n].text, max_chars))
+    text = " ".join(parts)
+    heading = answer.section.heading
+    if heading and any(needle in answer.section.heading_words for needle in needles):
+        return f"{heading}: {text}"
+    return text
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > 0 else limit].rstrip(",;:") + "…"
+
+
+@functools.lru_cache(maxsize=1024)
+def _source_words(document_name: str | None, collection: str) -> str:
+    return _words(f"{document_name or ''} {collection}")
 
 
 def extract_answer(
     question: str, passages: Sequence[Passage], *, max_passages: int = 3, max_sentence_chars: int = 600
 ) -> list[str]:
-    """The answer as the pieces it is streamed in: a header line, then one cited line per sentence.
+    """The answer as the pieces it is streamed in: a header line, then the cited quote of the section that
+    answers (see the module's docstring), or one line saying nothing answers.
 
-    A sentence answers when it holds at least half of the question's key terms; a passage gives its best
-    such sentence (most terms, prose before headings and code, then the earliest). The best of all opens the
-    answer; others follow only if they are as good by a term at most, up to ``max_passages`` passages,
-    ranked by terms, then retrieval score, then order. With no sentence that answers, the answer says so,
-    and quotes nothing.
+    ``max_passages`` bounds the passages cited for the same quote (overlapping chunks often hold the same
+    sentences); ``max_sentence_chars`` bounds each sentence quoted (``…`` marks a cut).
     """
-    texts = [passage.text for passage in passages]
-    analysed = [_analysed(text) for text in texts]
-    if not any(_opening_sentence(text, marked) for text, (_, marked) in zip(texts, analysed, strict=True)):
+    per_passage = [analysed(passage.text) for passage in passages]
+    if not any(a.sections for a in per_passage):
         return [NOTHING_FOUND]
-    needles = [b" " + stem.encode() for stem in key_terms(question)]
-    best: dict[int, _Candidate] = {}
-    for candidate in _candidates(texts, analysed, needles, max_sentence_chars=max_sentence_chars):
-        held = best.get(candidate.passage)
-        if held is None or (candidate.prose, candidate.terms) > (held.prose, held.terms):
-            best[candidate.passage] = candidate
-    order = sorted(best.values(), key=lambda c: (not c.prose, -c.terms, -passages[c.passage].score, c.passage))
-    if not order:
+    needles = [" " + stem for stem in key_terms(question)]
+    if not needles:
         return [NOTHING_MATCHES]
-    top = order[0]
-    citations: dict[str, list[int]] = {}  # overlapping chunks often share a sentence: cite it once, from each
-    for candidate in order[:max_passages]:
-        if candidate.terms < top.terms - 1 or candidate.prose < top.prose:
-            break
-        citations.setdefault(candidate.sentence, []).append(passages[candidate.passage].citation)
-    return [FOUND] + [f"\n- {text} " + "".join(f"[{c}]" for c in cited) for text, cited in citations.items()]
+    names = _named(identifiers(question))
+    want_value = expects_value(question)
+    frequency = [0] * len(needles)
+    held_per_passage = [_held(a, needles, frequency) for a in per_passage]
+    units = sum(len(a.starts) for a in per_passage)
+    # an inverse document frequency over the passages' sentences and headings: "default" weighs little
+    weights = [math.log(1 + units / (1 + df)) for df in frequency]
+    best: _Answer | None = None
+    best_rank: tuple[float, ...] = ()
+    for n, (passage, analysis, held) in enumerate(zip(passages, per_passage, held_per_passage, strict=True)):
+        source = _source_words(passage.document_name, passage.collection)
+        subject = frozenset(i for i, needle in enumerate(needles) if needle not in source) or frozenset(
+            range(len(needles))
+        )
+        hit: dict[int, set[int]] = {}  # the terms each section's sentences and heading hold, together
+        for unit, terms in held.items():
+            hit.setdefault(analysis.owners[unit], set()).update(terms)
+        first_heading = len(analysis.starts) - len(analysis.headings)
+        for index, terms in hit.items():
+            possible = subject & terms
+            if _share(possible, subject, weights) < MIN_COVERAGE:
+                continue  # even quoting every sentence would not answer
+            section = analysis.sections[index]
+            if names and not _names_stand(section, index, names, _Scope(passages, per_passage, passage)):
+                continue
+            sentence_terms = [
+                subject.intersection(held.get(section.first + k, ())) for k in range(len(section.sentences))
+            ]
+            titled = (
+                frozenset(held.get(first_heading + analysis.headings.index(index), ()))
+                if section.heading
+                else frozenset()
+            )
+            covers = _cover(section, sentence_terms, titled, weights, subject=subject, want_value=want_value)
+            if not covers.quoted or max(covers.weight, covers.terms) < MIN_COVERAGE:
+                continue
+            named = sum(name.search((section.heading or "").lower()) is not None for name in names)
+            rank = (named, round(covers.weight, 6), covers.heading, -len(covers.quoted), passage.score, -n, -index)
+            if best is None or rank > best_rank:
+                best, best_rank = _Answer(n, section, covers.quoted), rank
+    if best is None:
+        return [NOTHING_MATCHES]
+    text = _quote(best, needles, max_sentence_chars)
+    quoted = [best.section.sentences[i].words for i in best.quoted]
+    citing = [
+        p.citation for p, a in zip(passages, per_passage, strict=True) if all(q in a.sentence_words for q in quoted)
+    ]
+    return [FOUND, f"\n- {text} " + "".join(f"[{c}]" for c in dict.fromkeys(citing[:max_passages]))]
+
+
+def _share(terms: frozenset[int], subject: frozenset[int], weights: Sequence[float]) -> float:
+    """The larger of the weight share and the count share of ``subject`` that ``terms`` hold."""
+    total = sum(weights[i] for i in subject) or 1.0
+    return max(sum(weights[i] for i in terms) / total, len(terms) / len(subject))
+
+
+class _Scope(NamedTuple):
+    passages: Sequence[Passage]
+    per_passage: Sequence[Analysed]
+    passage: Passage
+
+    def document_text(self) -> str:
+        """Everything the passages of this passage's document say, lowercased: where a name may stand in a
+        heading that a chunk boundary cut from this passage."""
+        document = self.passage.document_id
+        pairs = zip(self.passages, self.per_passage, strict=True)
+        return " ".join(s.raw for p, a in pairs if p.document_id == document for s in a.sections)
+
+
+def _names_stand(section: Section, index: int, names: Sequence[re.Pattern[str]], scope: _Scope) -> bool:
+    """Whether every name the question spells like code stands in the section (or, for a passage that starts
+    below its heading, in its document's passages), and no other such name heads it."""
+    if _titled_by_another_name(section, names):
+        return False
+    text = section.raw if section.heading is not None or index else scope.document_text()
+    return all(name.search(text) for name in names)
 
 
 class ExtractiveProvider:

@@ -44,6 +44,9 @@ PASSAGE_PROPERTIES = (
     "document_name",
     "page_start",
     "page_end",
+    "chunk_index",
+    "char_start",
+    "char_end",
     "parent_content",
     "ocr",
     "model",
@@ -80,6 +83,10 @@ class RetrievedChunk(msgspec.Struct, frozen=True, kw_only=True):
     """The reranker's relevance score, when the agent's reranker ordered the passages."""
     ocr: bool = False
     """Its text was recognised by OCR from a scanned page (chonkit marks such chunks)."""
+    chunk_index: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+    """Where the chunk is in its document (``None`` for another application's chunks): neighbours are joined."""
 
 
 class Retrieval(msgspec.Struct, frozen=True, kw_only=True):
@@ -462,6 +469,9 @@ def _chunk(assignment: Assignment, hit: SearchHit) -> RetrievedChunk:
         document_name=found.document_name,
         page_start=found.page_start,
         page_end=found.page_end,
+        chunk_index=found.chunk_index,
+        char_start=found.char_start,
+        char_end=found.char_end,
         text=found.content,
         context=found.parent_content or found.content,
         score=hit.score,

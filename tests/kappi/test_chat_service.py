@@ -164,10 +164,12 @@ async def test_a_chats_agent_its_owner_may_no_longer_use_is_nameless_and_takes_n
 
 async def test_ask_once_answers_from_what_its_asker_may_read_and_stores_nothing(services: Kappi, world: World) -> None:
     answered = await services.chats.ask_once(world.agent.id, QUESTION, ALICE)
-    assert {c.collection for c in answered.citations} == {world.public.name, world.hr.name}
+    given = answered.citations + answered.also_retrieved
+    assert {c.collection for c in given} == {world.public.name, world.hr.name}
     assert "25 vacation days" in answered.answer
+    assert [c.collection for c in answered.citations] == [world.public.name]  # the passage quoted
     outsider = await services.chats.ask_once(world.agent.id, QUESTION, principal("olga", "legal"))
-    assert {c.collection for c in outsider.citations} == {world.public.name}
+    assert {c.collection for c in outsider.citations + outsider.also_retrieved} == {world.public.name}
     assert await services.chats.mine(ALICE, 10, 0) == []
 
 
@@ -246,7 +248,7 @@ async def test_a_follow_up_is_given_only_the_answers_its_asker_may_read_now(
     answered = await services.chats.ask(chat.id, QUESTION, ALICE)
     answer = answered.answer
     assert (answered.question.content, answer.status, answer.agent_version) == (QUESTION, "complete", 1)
-    assert {c.collection for c in answer.citations} == {world.public.name, world.hr.name}
+    assert {c.collection for c in answer.citations + answer.also_retrieved} == {world.public.name, world.hr.name}
     assert (await services.chats.detail(chat.id, ALICE)).messages == [answered.question, answer]
 
     follow_up = await services.chats.prepare(chat.id, "Say that again", ALICE)
@@ -254,7 +256,8 @@ async def test_a_follow_up_is_given_only_the_answers_its_asker_may_read_now(
         ChatMessage(role="user", content=QUESTION),
         ChatMessage(role="assistant", content=answer.content),
     ]
-    await vectors.get("qdrant").set_groups(world.hr.name, ["finance"])
+    assert [c.collection for c in answer.citations] == [world.public.name]  # it quotes the public passage only
+    await vectors.get("qdrant").set_groups(world.public.name, ["finance"])  # which Alice may no longer read
     again = await services.chats.prepare(chat.id, "Once more", ALICE)
     assert again.history == [
         ChatMessage(role="user", content=QUESTION),
@@ -275,12 +278,14 @@ async def test_query_answers_what_the_stream_yields_for_the_same_prepared_questi
 
     assert [e.event for e in events if e.event != "token"] == ["sources", "done"]
     assert (events[0].event, events[-1].event) == ("sources", "done")
-    assert events[0].data["citations"] == queried.citations
-    assert [c.collection for c in queried.citations] == [world.public.name, world.hr.name]
+    given = sorted(queried.citations + queried.also_retrieved, key=lambda c: c.citation)
+    assert events[0].data["citations"] == given  # what the answer was given; it cites the passage it quotes
+    assert [c.collection for c in given] == [world.public.name, world.hr.name]
+    assert [c.collection for c in queried.citations] == [world.public.name]
     assert "".join(e.data["text"] for e in events if e.event == "token") == queried.answer
     assert "[1]" in queried.answer
     done = events[-1].data
-    assert (done["usage"], done["sources_used"]) == (queried.usage, 2)
+    assert (done["usage"], done["sources_used"]) == (queried.usage, 1)
     saved = (await services.chats.detail(chat.id, ALICE)).messages[1]
     assert done["message_id"] == str(saved.id)
     assert (saved.status, saved.content, saved.citations) == ("complete", queried.answer, queried.citations)

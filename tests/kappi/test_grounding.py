@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from common.vectors.base import Legs
 from kappi.chat.followups import condensed_question, refers_back
 from kappi.chat.grounding import (
     UNSUPPORTED_ONLY,
     Grounder,
     declines,
+    joined_neighbours,
     relevant,
     split_citations,
     support,
@@ -55,6 +58,30 @@ def chunk(collection: str, cosine: float, *, score: float | None = None, provide
     )
 
 
+def found_by_keywords(chunk_: RetrievedChunk, bm25: float, rank: int) -> RetrievedChunk:
+    legs = Legs(dense_rank=None, lexical_rank=rank, lexical_score=bm25, fused_score=0.01)
+    return msgspec.structs.replace(chunk_, legs=legs)
+
+
+def piece(index: int, start: int, text: str, *, document: str = "manual", collection: str = "Docs") -> RetrievedChunk:
+    return RetrievedChunk(
+        vector_provider="pgvector",
+        collection=collection,
+        instruction="",
+        document_id=document,
+        document_name=f"{document}.html",
+        page_start=None,
+        page_end=None,
+        text=text,
+        context=text,
+        score=0.5,
+        distance=0.5,
+        chunk_index=index,
+        char_start=start,
+        char_end=start + len(text),
+    )
+
+
 def run(grounder: Grounder, tokens: list[str]) -> str:
     return "".join(grounder.feed(t) for t in tokens) + grounder.finish()
 
@@ -86,6 +113,35 @@ def test_each_embedding_model_is_held_to_its_own_best_hit_and_floor() -> None:
     hits = [chunk("HR", 0.7), chunk("Legal", 0.35), chunk("Legal", 0.2)]
     kept = relevant(hits, models, relative=0.8, absolute={"all-MiniLM-L6-v2": 0.3})
     assert kept == hits[:2]  # Legal's best is its own 0.35 (no absolute floor for an uncalibrated model)
+
+
+def test_a_passage_the_keyword_leg_ranks_first_passes_the_relative_floor_its_cosine_misses() -> None:
+    """Regression (bench/answer_bench.py, #17): "On which TCP port does the PostgreSQL server listen by default?"
+    The chunk saying "5432 by default" was the keyword leg's first (BM25 7.9) but at cosine 0.40 against the best
+    hit's 0.53 it fell under 0.8 x 0.53, and the answer quoted two other sentences."""
+    models = {("pgvector", "PG"): "all-MiniLM-L6-v2"}
+    best = found_by_keywords(chunk("PG", 0.53), bm25=4.9, rank=3)
+    port = found_by_keywords(chunk("PG", 0.40), bm25=7.9, rank=1)
+    weak = found_by_keywords(chunk("PG", 0.39), bm25=9.0, rank=2)  # under the absolute floor: no keyword saves it
+    minor = found_by_keywords(chunk("PG", 0.41), bm25=2.0, rank=9)  # low on both
+    kept = relevant([best, port, weak, minor], models, relative=0.8, absolute={"all-MiniLM-L6-v2": 0.4})
+    assert kept == [best, port]
+
+
+def test_chunks_that_follow_each_other_in_a_document_are_read_as_one_passage() -> None:
+    """Regression: a chunk boundary cut "ssl_cert_file (string)" and its description from "The default is
+    server.crt.", so no passage held the setting's name and its default together."""
+    text = "ssl_cert_file (string)\n\nSpecifies the name of the file. The default is server.crt. Relative paths."
+    first, second = text[:50], text[40:]  # they share ten characters, as overlapping chunks share sentences
+    other_document = piece(8, 0, "unrelated", document="other")
+    far = piece(9, 500, "Far away in the same manual.")
+    chunks = [piece(4, 40, second), other_document, piece(3, 0, first), far]
+    joined = joined_neighbours(chunks)
+    assert [c.text for c in joined] == [text, "unrelated", "Far away in the same manual."]
+    assert (joined[0].chunk_index, joined[0].char_start, joined[0].char_end) == (3, 0, len(text))
+    # chunks of the same document in two collections stay apart: a passage holds one collection's text only
+    elsewhere = piece(4, 40, second, collection="Other")
+    assert [c.text for c in joined_neighbours([piece(3, 0, first), elsewhere])] == [first, second]
 
 
 # Citation checks, streamed

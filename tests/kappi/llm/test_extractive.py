@@ -102,12 +102,18 @@ async def test_passages_without_the_question_words_are_not_offered_at_all() -> N
     assert pieces == [NOTHING_MATCHES]
 
 
-async def test_long_sentences_are_cut_at_a_word_and_at_most_three_passages_are_used() -> None:
+async def test_long_sentences_are_cut_at_a_word_and_one_quote_is_cited_from_at_most_three_passages() -> None:
     long_text = "Holiday " + "word " * 200 + "end."
-    passages = [passage(n, f"Holiday rule number {n}.") for n in range(1, 6)] + [passage(6, long_text, 1.0)]
-    pieces = extract_answer("holiday", passages, max_sentence_chars=40)
-    assert len(pieces) == 4
-    assert pieces[1] == "\n- Holiday word word word word word word… [6]"
+    passages = [passage(1, "Holiday rule number 1."), passage(2, long_text, 1.0)]
+    assert extract_answer("holiday", passages, max_sentence_chars=40) == [
+        FOUND,
+        "\n- Holiday word word word word word word… [2]",
+    ]
+    overlapping = [passage(n, "Overlapping chunks hold this holiday rule.") for n in range(1, 6)]
+    assert extract_answer("holiday rule", overlapping) == [
+        FOUND,
+        "\n- Overlapping chunks hold this holiday rule. [1][2][3]",
+    ]
 
 
 async def test_is_deterministic_and_streams_one_line_per_token() -> None:
@@ -115,16 +121,16 @@ async def test_is_deterministic_and_streams_one_line_per_token() -> None:
     passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ), passage(3, HANDBOOK)]
     runs = [[event async for event in provider.stream(request("holiday requests", passages))] for _ in range(3)]
     assert runs[0] == runs[1] == runs[2]
-    assert [type(event) for event in runs[0]] == [Token, Token, Token, Usage]
+    assert [type(event) for event in runs[0]] == [Token, Token, Usage]  # the header, the cited quote
     assert provider.models() == ["extractive"]
 
 
 def test_passages_seen_before_are_answered_from_their_cached_scan_with_the_same_answer() -> None:
     passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ), passage(3, HANDBOOK)]
-    extractive._analysed.cache_clear()
+    extractive.analysed.cache_clear()
     first = extract_answer("who approves holiday requests?", passages)
     again = extract_answer("who approves holiday requests?", passages)
-    assert extractive._analysed.cache_info().hits == 3
+    assert extractive.analysed.cache_info().hits == 3
     assert again == first
     assert first[1] == "\n- Holiday requests are approved by your manager. [2]"
 

@@ -52,8 +52,8 @@ def test_the_sentence_that_answers_is_quoted_whole_and_the_off_topic_passages_ar
     passages = [passage(1, ASN1_LIMITS, 0.5), passage(2, MIME_GLOBS, 0.4), passage(3, ASN1_DER, 0.3)]
     assert extract_answer(GLOB_QUESTION, passages) == [
         FOUND,
-        "\n- The default weight value is 50, and the maximum is 100. [2]",
-    ]
+        "\n- Glob weights: The default weight value is 50, and the maximum is 100. [2]",
+    ]  # the heading holds key terms ("glob", "weight"): it says what the quote is about
 
 
 def test_a_chunk_cut_mid_sentence_is_not_quoted_from_its_broken_opening() -> None:
@@ -73,7 +73,7 @@ def test_prose_that_answers_is_preferred_to_a_heading_and_to_code_with_the_same_
     code = passage(2, "pool_size = int(env.get('POOL_SIZE', 10)); connect(pool_size=pool_size)", score=0.9)
     assert extract_answer("What is the connection pool size?", [code, heading_first]) == [
         FOUND,
-        "\n- The pool size defaults to 10 connections per worker. [1]",
+        "\n- Connection pool size: The pool size defaults to 10 connections per worker. [1]",
     ]
 
 
@@ -81,3 +81,66 @@ def test_key_terms_leave_out_words_that_say_little_about_the_subject() -> None:
     assert key_terms("How do I use the VPN and what do I need to get?") == ["vpn"]
     assert key_terms(GLOB_QUESTION) == ["default", "weight", "glob", "pattern", "maximum"]
     assert key_terms("use it") == ["use"]  # nothing else left: the weak word is all the question has
+
+
+# PostgreSQL 15's manual (Debian's postgresql-doc-15, runtime-config-*.html) as chonkit parses and chunks it: a
+# setting's name heads its section, and its default is stated sentences after the one that repeats the question.
+BGWRITER = (
+    "bgwriter_delay (integer)\n\n"
+    "Specifies the delay between activity rounds for the background writer. In each round the writer issues "
+    "writes for some number of dirty buffers (controllable by the following parameters). It then sleeps for the "
+    "length of bgwriter_delay, and repeats. If this value is specified without units, it is taken as "
+    "milliseconds. The default is 200 milliseconds (200ms)."
+)
+CONNECTIONS = (
+    "max_connections (integer)\n\n"
+    "Determines the maximum number of concurrent connections to the database server. The default is typically "
+    "100 connections, but might be less if your kernel settings will not support it (as determined during initdb)."
+    "\n\nsuperuser_reserved_connections (integer)\n\n"
+    "Determines the number of connection \u201cslots\u201d that are reserved for connections by PostgreSQL "
+    "superusers. At most max_connections connections can ever be active simultaneously.\n\n"
+    "The default value is three connections. The value must be less than max_connections."
+)
+MEMORY = (
+    "maintenance_work_mem (integer)\n\n"
+    "Specifies the maximum amount of memory to be used by maintenance operations, such as VACUUM. "
+    "It defaults to 64 megabytes (64MB). It's safe to set this value significantly larger than work_mem."
+)
+
+
+def test_a_settings_default_is_quoted_with_the_sentence_that_names_it_under_its_heading() -> None:
+    """Regression (bench/answer_bench.py, #17): the answer quoted "Specifies the delay between activity rounds
+    for the background writer." and stopped, one sentence short of the default it was asked for."""
+    question = "What is the default delay between activity rounds of the background writer?"
+    assert extract_answer(question, [passage(1, BGWRITER)]) == [
+        FOUND,
+        "\n- bgwriter_delay (integer): Specifies the delay between activity rounds for the background writer. … "
+        "The default is 200 milliseconds (200ms). [1]",
+    ]
+
+
+def test_the_section_a_named_setting_heads_answers_not_one_that_mentions_it() -> None:
+    """Regression: "What is the default value of max_connections?" was answered "The default value is three
+    connections." — superuser_reserved_connections' default, whose section mentions max_connections."""
+    pieces = extract_answer("What is the default value of max_connections in PostgreSQL?", [passage(1, CONNECTIONS)])
+    assert pieces == [
+        FOUND,
+        "\n- max_connections (integer): The default is typically 100 connections, but might be less if your kernel "
+        "settings will not support it (as determined during initdb). [1]",
+    ]
+
+
+def test_a_setting_no_passage_names_is_not_answered_with_another_settings_default() -> None:
+    """Regression: asked for checkpoint_timeout's default, which no passage holds, it answered "The default
+    value is three connections." ("default" and "value" are two of the question's three key terms)."""
+    passages = [passage(1, CONNECTIONS), passage(2, BGWRITER), passage(3, MEMORY)]
+    assert extract_answer("What is the default value of checkpoint_timeout in PostgreSQL?", passages) == [
+        NOTHING_MATCHES
+    ]
+    # maintenance_work_mem's section mentions work_mem, but is about another setting: its default is not work_mem's
+    assert extract_answer("What is the default value of work_mem?", [passage(3, MEMORY)]) == [NOTHING_MATCHES]
+    assert extract_answer("What is the default value of maintenance_work_mem?", [passage(3, MEMORY)]) == [
+        FOUND,
+        "\n- maintenance_work_mem (integer): It defaults to 64 megabytes (64MB). It's safe to set this value "
+        "significantly larger than work_mem. [3]",
+    ]  # the second sentence holds "value", the one term the first lacks
