@@ -58,6 +58,8 @@ class RunItem(msgspec.Struct, frozen=True, kw_only=True):
     document_id: UUID | None = None
     previous_document_id: UUID | None = None
     content_hash: str | None = None
+    created_document: bool = False
+    """This run's upload created the document (it was not a duplicate of one already stored)."""
     code: str | None = None
     reason: str | None = None
 
@@ -333,10 +335,21 @@ class SourceRepository:
     async def add_items(self, run_id: UUID, items: Sequence[RunItem], unchanged: int) -> None:
         await self.conn.executemany(
             """INSERT INTO chonkit.source_run_items
-                   (run_id, key, action, document_id, previous_document_id, content_hash, code, reason)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+                   (run_id, key, action, document_id, previous_document_id, content_hash, created_document, code,
+                    reason)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
             [
-                (run_id, i.key, i.action, i.document_id, i.previous_document_id, i.content_hash, i.code, i.reason)
+                (
+                    run_id,
+                    i.key,
+                    i.action,
+                    i.document_id,
+                    i.previous_document_id,
+                    i.content_hash,
+                    i.created_document,
+                    i.code,
+                    i.reason,
+                )
                 for i in items
             ],
         )
@@ -346,7 +359,7 @@ class SourceRepository:
 
     async def run_items(self, run_id: UUID) -> list[RunItem]:
         records = await self.conn.fetch(
-            """SELECT key, action, document_id, previous_document_id, content_hash, code, reason
+            """SELECT key, action, document_id, previous_document_id, content_hash, created_document, code, reason
                FROM chonkit.source_run_items WHERE run_id = $1 ORDER BY key""",
             run_id,
         )

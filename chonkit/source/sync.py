@@ -256,8 +256,7 @@ class SourceSyncer:
                 if previous and previous.content_hash == entry.content_hash and previous.document_id in held:
                     unchanged += 1
                 else:
-                    item = await self._store(source, entry, previous)
-                    batch.append(item)
+                    item = await self._store(run, source, entry, previous)
                     if item.action != "failed":
                         stored.append(item)
             if len(batch) + unchanged >= FLUSH_EVERY:
@@ -267,27 +266,34 @@ class SourceSyncer:
         await self._flush(run, [*batch, *gone], unchanged, lost)
         return stored
 
-    async def _store(self, source: StoredSource, item: SourceItem, previous: KnownItem | None) -> RunItem:
-        """Store the item as a document as an upload would (refused the same way), tagged with its source."""
+    async def _store(
+        self, run: ClaimedRun, source: StoredSource, item: SourceItem, previous: KnownItem | None
+    ) -> RunItem:
+        """Store the item as a document as an upload would (refused the same way), tagged with its source, and
+        record it in the run in the same transaction: a run that stops later knows every document it made."""
         async with self.db.transaction() as conn:
             documents = self._documents(conn)
             [result] = await documents.upload([IncomingFile(filename=document_name(item), data=item.content)])
             if result.document is None:
                 problem = result.error
                 code, reason = ("rejected", "refused") if problem is None else (problem.code, problem.detail)
-                return RunItem(key=item.key, action="failed", code=code, reason=reason)
-            document = result.document
-            tag = source_tag(source.id)
-            if tag not in document.tags:
-                await documents.patch(document.id, DocumentPatch(tags=[*document.tags, tag]))
-        changed = previous is not None and previous.content_hash != item.content_hash
-        return RunItem(
-            key=item.key,
-            action="changed" if changed else "added",
-            document_id=document.id,
-            previous_document_id=None if previous is None else previous.document_id,
-            content_hash=item.content_hash,
-        )
+                recorded = RunItem(key=item.key, action="failed", code=code, reason=reason)
+            else:
+                document = result.document
+                tag = source_tag(source.id)
+                if tag not in document.tags:
+                    await documents.patch(document.id, DocumentPatch(tags=[*document.tags, tag]))
+                changed = previous is not None and previous.content_hash != item.content_hash
+                recorded = RunItem(
+                    key=item.key,
+                    action="changed" if changed else "added",
+                    document_id=document.id,
+                    previous_document_id=None if previous is None else previous.document_id,
+                    content_hash=item.content_hash,
+                    created_document=result.status == "created",
+                )
+            await SourceRepository(conn).add_items(run.id, [recorded], 0)
+        return recorded
 
     async def _flush(self, run: ClaimedRun, items: Sequence[RunItem], unchanged: int, lost: asyncio.Event) -> None:
         async with self.db.transaction() as conn:
@@ -321,7 +327,8 @@ class SourceSyncer:
             await self._abandon(run, "cancelled")
 
     async def _abandon(self, run: ClaimedRun, status: str, **fields: Any) -> None:
-        """End a run that never reached its job; documents it stored that nothing uses are deleted again."""
+        """End a run that never reached its job; documents its uploads created that nothing uses are deleted again
+        (one it found already stored, an admin's upload in no collection, stays)."""
         blobs: list[str] = []
         async with self.db.transaction() as conn:
             sources = SourceRepository(conn)
@@ -329,7 +336,7 @@ class SourceSyncer:
             if not owned:
                 return
             for item in await sources.run_items(run.id):
-                document_id = item.document_id if item.action in {"added", "changed"} else None
+                document_id = item.document_id if item.created_document else None
                 if document_id is not None and await sources.document_unused(document_id):
                     blobs.append((await self._documents(conn).delete(document_id)).sha256)
             await sources.set_run(run.id, status, **fields)

@@ -77,6 +77,7 @@ def upgrade() -> None:
         document_id          uuid,
         previous_document_id uuid,
         content_hash         char(64),
+        created_document     boolean NOT NULL DEFAULT false,
         code                 text,
         reason               text,
         PRIMARY KEY (run_id, key)

@@ -4,6 +4,7 @@ at a time, cancel and retry, the schedule, and a run's event stream."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,14 @@ import pytest
 
 from chonkit.app import create_app
 from chonkit.embedding.worker import EmbeddingWorker
+from chonkit.source.items import SkippedItem, SourceItem
 from chonkit.source.repository import SourceRepository
 from chonkit.source.sync import SourceSyncer
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
 from common.db.database import Connection
+from common.errors import Unavailable
 from tests.chonkit.conftest import bearer
 from tests.chonkit.embedding.test_job_events import events_of
 from tests.chonkit.source.conftest import Roots, counts, new_collection, new_source, run_of, settle, sync
@@ -301,3 +304,44 @@ async def test_the_in_process_syncer_takes_a_sync_through_to_the_end(
         documents = (await client.get(f"/collections/{collection_id}/documents")).json()
     assert (run["status"], counts(run)["added"]) == ("done", 2)
     assert len(documents) == 2
+
+
+class BreaksMidway:
+    """A lister whose source fails after two items (a site going down mid-crawl): what it had stored must go,
+    except a document that was there before."""
+
+    def __init__(self, items: list[SourceItem]) -> None:
+        self.listed = items
+
+    async def items(self) -> AsyncIterator[SourceItem | SkippedItem]:
+        for item in self.listed:
+            yield item
+        raise Unavailable("The site stopped answering.", code="web_fetch_failed")
+
+
+async def test_a_listing_that_fails_midway_deletes_only_the_documents_it_created(
+    admin: httpx.AsyncClient, syncer: SourceSyncer, source_worker: EmbeddingWorker, roots: Roots
+) -> None:
+    uploaded = await admin.post("/documents", files=[("files", ("mine.md", NOTE.encode()))])
+    mine = uploaded.json()["results"][0]["document"]["id"]
+    collection_id, source_id = await folder_source(admin, roots, "Midway")
+    new = b"# New\n\nA page about owls that hunt at dusk.\n"
+    listed = [
+        SourceItem(key="a", name="same.md", content=NOTE.encode(), media_type="text/markdown"),
+        SourceItem(key="b", name="new.md", content=new, media_type="text/markdown"),
+    ]
+    breaking = SourceSyncer(
+        syncer.db,
+        syncer.blobs,
+        syncer.tokenizers,
+        syncer.vectors,
+        syncer.limits,
+        listers=lambda *_: BreaksMidway(listed),
+    )
+    run = await sync(admin, collection_id, source_id)
+    await settle(breaking, source_worker)
+    run = await run_of(admin, collection_id, source_id, run["id"])
+    assert (run["status"], run["error_code"]) == ("failed", "web_fetch_failed")
+    names = [d["name"] for d in (await admin.get("/documents", params={"limit": 200})).json()["items"]]
+    assert names == ["mine.md"]  # the admin's upload stays; the document only this run created is gone
+    assert (await admin.get(f"/documents/{mine}")).status_code == 200
