@@ -178,7 +178,15 @@ def create_app(
             yield lambda: None
             return
         tokenizers = RegistryTokenizers(clients.embedders)
-        syncer = SourceSyncer(db, blobs, tokenizers, clients.vectors, limits, wake_worker=wake_worker)
+        syncer = SourceSyncer(
+            db,
+            blobs,
+            tokenizers,
+            clients.vectors,
+            limits,
+            heartbeat_seconds=settings.worker_heartbeat_seconds,
+            wake_worker=wake_worker,
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(syncer.run(stop))
         try:
