@@ -237,3 +237,24 @@ async def test_a_document_another_source_or_collection_uses_outlives_its_removal
     assert (await admin.get(f"/documents/{shared}")).json()["tags"] == [sources[1]["tag"]]
     assert (await admin.get(f"/documents/{own}")).status_code == 200  # the other collection still holds it
     assert await vectors.get("qdrant").count(other["name"], document_id=own) > 0
+
+
+async def test_links_inside_the_roots_are_followed_once_and_a_loop_ends(
+    admin: httpx.AsyncClient, syncer: SourceSyncer, source_worker: EmbeddingWorker, roots: Roots
+) -> None:
+    folder, sibling = roots.allowed / "linked", roots.allowed / "sibling"
+    folder.mkdir()
+    sibling.mkdir()
+    (folder / "own.md").write_text(ALPHA)
+    (sibling / "theirs.md").write_text(BETA_OLD)
+    (folder / "sibling").symlink_to(sibling)
+    (folder / "loop").symlink_to(folder)
+    collection = await new_collection(admin, "Linked")
+    spec = {"kind": "folder", "path": str(folder)}
+    source = (await new_source(admin, collection["id"], name="Linked", spec=spec)).json()
+    run = await sync(admin, collection["id"], source["id"])
+    await settle(syncer, source_worker)
+    run = await run_of(admin, collection["id"], source["id"], run["id"])
+    assert (counts(run)["added"], counts(run)["skipped"]) == (2, 0)
+    documents = (await admin.get(f"/collections/{collection['id']}/documents")).json()
+    assert sorted(d["name"] for d in documents) == ["own.md", "sibling - theirs.md"]
