@@ -3,9 +3,10 @@
 Run from the repository root::
 
     python -m bench.ocr_bench [--pdf FILE ...] [--pages 4] [--dpi 150,200] [--out result.json]
+    python -m bench --only ocr_bench [--quick]      # through the runner: 1 page of each PDF at 150 dpi when quick
 
-The scans are made here so the truth is known: the first ``--pages`` pages of each real text PDF (by default the
-Debian manuals in ``/usr/share/doc`` that are present, else a PDF typeset from this repository's own docs) are
+The scans are made here so the truth is known: the first ``--pages`` pages of each real text PDF (by default a PDF
+typeset from this repository's own ``docs/*.md`` and the Debian manuals in ``/usr/share/doc`` that are present) are
 rendered to images at each ``--dpi`` and rebuilt into a PDF of images only, with no text layer. Both engines read
 the same image pages in the same process; the truth is each page's original text layer. Word recall counts the
 truth's words (lower-cased runs of letters and digits, as a multiset) that the OCR text holds; pages/s is wall
@@ -21,6 +22,7 @@ import json
 import os
 import platform
 import re
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,16 +52,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--dpi", default="150,200", help="scan resolutions, comma-separated")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    sources = args.pdf or [path for path in DEFAULT_PDFS if path.exists()]
-    originals = [path.read_bytes() for path in sources] if sources else [_typeset_repository_docs()]
-    names = [path.name for path in sources] if sources else ["repository docs (typeset)"]
-    result = run(originals, names, pages=args.pages, dpis=[int(d) for d in args.dpi.split(",")])
+    result = measure(args.pdf or [], pages=args.pages, dpis=[int(d) for d in args.dpi.split(",")])
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 
 
-def run(originals: Sequence[bytes], names: Sequence[str], *, pages: int, dpis: Sequence[int]) -> dict[str, Any]:
+def run(quick: bool) -> dict[str, Any]:
+    """The runner's entry (``python -m bench``): the default PDFs, with the ratios as its summary rows."""
+    result = measure([], pages=1 if quick else 4, dpis=[ocr.OCR_DPI] if quick else [ocr.OCR_DPI, 200])
+    result["summary"] = [
+        {"metric": f"{name} at {entry['dpi']} dpi, rapidocr/tesseract", "value": ratio, "target": None}
+        for entry in result["runs"]
+        for name, ratio in entry.get("rapidocr_vs_tesseract", {}).items()
+    ]
+    return result
+
+
+def measure(pdfs: Sequence[Path], *, pages: int, dpis: Sequence[int]) -> dict[str, Any]:
+    """Scan ``pdfs`` (or the defaults) and measure both engines; the result as JSON-ready data."""
+    if pdfs:
+        return compare([path.read_bytes() for path in pdfs], [path.name for path in pdfs], pages=pages, dpis=dpis)
+    found = [path for path in DEFAULT_PDFS if path.exists()]
+    originals = [_typeset_repository_docs(), *(path.read_bytes() for path in found)]
+    return compare(originals, ["docs/*.md (typeset)", *(path.name for path in found)], pages=pages, dpis=dpis)
+
+
+def compare(originals: Sequence[bytes], names: Sequence[str], *, pages: int, dpis: Sequence[int]) -> dict[str, Any]:
     """Scan each original at each resolution and measure both engines on the same image pages."""
     tessdata = next((str(d) for d in TESSDATA_DIRS if (d / "eng.traineddata").exists()), None)
     engines: dict[str, Engine] = {"rapidocr": _rapidocr}
@@ -143,16 +162,14 @@ def _tesseract(page: pymupdf.Page, dpi: int, tessdata: str) -> str:
 
 
 def _typeset_repository_docs() -> bytes:
-    """A text PDF from this repository's docs, for machines without the Debian manuals."""
+    """A plain text PDF (one font, long lines, Markdown's pipes and backticks) from this repository's docs."""
     text = "\n".join(p.read_text() for p in sorted(Path("docs").glob("*.md")))
+    lines = [piece for line in text.splitlines() for piece in textwrap.wrap(line, 90) or [""]]
     document = pymupdf.open()  # type: ignore[no-untyped-call]
-    lines = text.splitlines()
-    while lines:
+    for first in range(0, len(lines), 55):
         page = document.new_page()
-        page.insert_textbox(
-            pymupdf.Rect(50, 50, page.rect.width - 50, page.rect.height - 50), "\n".join(lines[:55]), fontsize=10
-        )
-        lines = lines[55:]
+        for row, line in enumerate(lines[first : first + 55]):
+            page.insert_text((50, 60 + 13 * row), line, fontsize=10)
     data: bytes = document.tobytes()
     return data
 

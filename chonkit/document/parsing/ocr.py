@@ -120,6 +120,9 @@ def _engine() -> Any:
     return RapidOCR(
         params={
             "Global.log_level": "warning",
+            # The 180-degree line classifier turned a third of the lines of plain typeset pages upside down into
+            # garbage (bench/ocr_bench.py: recall 0.76 with it, 1.00 without); scanners deskew whole pages.
+            "Global.use_cls": False,
             "EngineConfig.onnxruntime.intra_op_num_threads": OCR_THREADS,
             "EngineConfig.onnxruntime.inter_op_num_threads": OCR_THREADS,
         }

@@ -174,3 +174,14 @@ async def test_ocr_runs_in_the_parse_process() -> None:
     assert doc.ocr_pages == (1,)
     assert doc.blocks[0].ocr
     assert _words(PAGES[1]) <= _words(doc.blocks[0].text)
+
+
+def test_plain_long_lines_are_not_turned_upside_down() -> None:
+    """RapidOCR's line-direction classifier read this line (from docs/architecture.md) as upside down and returned
+    garbage; it is off."""
+    line = "Ragu is one repository with two services, a published contract and the kernel both"
+    scan = make_scanned_pdf([f"# Architecture\n{line}\nservices share."])
+
+    doc = parse(scan, DocumentType.PDF, ParseConfig())
+
+    assert _words(line) <= _words(doc.blocks[0].text), doc.blocks[0].text
