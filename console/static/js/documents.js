@@ -6,7 +6,8 @@ import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, 
 
 const CONFIG_HINT = 'chunk: {"strategy": "fixed" | "structure" | "parent_child", "unit": "tokens" | "characters", ' +
   '"size", "overlap"} (parent_child: parent_size, child_size, child_overlap); null = fixed, 250 tokens, overlap 25. ' +
-  'parse: {"page_range": {"start", "end"}, "line_filters": [regex…], "sections": [{"start", "end"}…]}.';
+  'parse: {"page_range": {"start", "end"}, "line_filters": [regex…], "sections": [{"start", "end"}…], ' +
+  '"ocr": "auto" (pages without a text layer, and images) | "force" (every page) | "off"}.';
 
 export async function documentsScreen(main, services) {
   const base = services.chonkit;
@@ -90,7 +91,8 @@ function detailsForm(base, doc, refresh) {
     field("Name", { name: "name", required: true, value: doc.name }),
     field("Label", { name: "label", value: doc.label || "" }),
     field("Tags (comma-separated)", { name: "tags", value: doc.tags.join(", ") }),
-    h("p", { class: "muted" }, `${doc.media_type} · uploaded ${new Date(doc.created_at).toLocaleString()}`),
+    h("p", { class: "muted" }, `${doc.media_type} · uploaded ${new Date(doc.created_at).toLocaleString()}` +
+      (doc.ocr_pages?.length ? ` · ${plural(doc.ocr_pages.length, "page")} without a text layer, read by OCR` : "")),
     h("div", { class: "row" }, submit), message);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -167,10 +169,11 @@ async function parsed(base, doc, body) {
     const result = await api.post(`${base}/documents/${doc.id}/preview/parse`, {});
     replace(body,
       h("p", { class: "muted" }, `${result.characters} characters, ${result.block_count} blocks, ${result.sections.length} sections` +
+        (result.ocr_pages?.length ? `, ${plural(result.ocr_pages.length, "page")} read by OCR` : "") +
         (result.truncated ? " (truncated)" : "")),
       result.sections.map((section) => h("div", {},
         h("h4", {}, section.title || "(untitled section)", " ", h("small", { class: "muted" }, pages(section.page_start, section.page_end))),
-        section.blocks.map((block) => h("div", { class: "chunk" }, block.text)))));
+        section.blocks.map((block) => h("div", { class: "chunk" }, block.ocr ? [badge("OCR"), " "] : null, block.text)))));
   } catch (error) {
     replace(body, errorLine(error));
   }
@@ -186,7 +189,8 @@ async function chunks(base, doc, body, request) {
         (result.truncated ? " (truncated)" : "")),
       result.chunks.map((chunk) => h("div", { class: "chunk" },
         h("strong", {}, `#${chunk.index} · ${chunk.token_count} tokens ${pages(chunk.page_start, chunk.page_end)}`),
-        chunk.oversized ? h("span", { class: "warn" }, " oversized") : null, "\n", chunk.text)));
+        chunk.oversized ? h("span", { class: "warn" }, " oversized") : null, chunk.ocr ? [" ", badge("OCR")] : null,
+        "\n", chunk.text)));
   } catch (error) {
     replace(body, errorLine(error));
   }
@@ -194,7 +198,8 @@ async function chunks(base, doc, body, request) {
 
 // What chonkit accepts, by file name (chonkit/document/parsing/doctype.py); a browser test compares the two.
 const UPLOAD_TYPES = [["PDF", [".pdf"]], ["DOCX", [".docx"]], ["Markdown", [".md", ".markdown"]],
-  ["HTML", [".html", ".htm"]], ["text", [".txt"]], ["CSV", [".csv"]], ["JSON", [".json"]]];
+  ["HTML", [".html", ".htm"]], ["text", [".txt"]], ["CSV", [".csv"]], ["JSON", [".json"]], ["PNG", [".png"]],
+  ["JPEG", [".jpg", ".jpeg"]], ["TIFF", [".tif", ".tiff"]]];
 const UPLOAD_NAMES = UPLOAD_TYPES.map(([name]) => name);
 const UPLOAD_HINT = `${UPLOAD_NAMES.slice(0, -1).join(", ")} and ${UPLOAD_NAMES.at(-1)}.`;
 
