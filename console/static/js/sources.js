@@ -55,7 +55,7 @@ export async function sourcesSection(view, services, collectionId) {
       try {
         showRun(runPanel, source, await api.post(`${base}/${source.id}/sync`), items);
       } catch (error) {
-        replace(runPanel, errorLine(error));
+        notice(error); // e.g. 409 sync_in_progress: the run shown stays as it is
       }
     }));
     return button;
