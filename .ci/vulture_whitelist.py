@@ -13,6 +13,8 @@ already_queued, expires_in, client_id, scopes, sign_in, matched_groups, action, 
 collections_searched
 document_hits
 dropped_sentences
+# Source sync runs' report and progress (chonkit/source/models.py).
+added, job_progress
 # The LLM catalog's fields (GET /kappi/admin/llms), serialised by name.
 default_model
 # llama.cpp's server options set as attributes (ragu/local_llm.py, xllamacpp.CommonParams).

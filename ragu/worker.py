@@ -9,8 +9,10 @@ import signal
 import msgspec
 
 from chonkit.collection.reconcile import ReconcileReport, reconcile
+from chonkit.document.service import RegistryTokenizers
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.worker import EmbeddingWorker
+from chonkit.source.sync import SourceSyncer, source_limits
 from common import telemetry
 from common.clients import SharedClients
 from common.config import Settings
@@ -44,15 +46,20 @@ async def _work(settings: Settings) -> None:
     clients = SharedClients(settings)
     try:
         async with clients.opened():
-            worker = EmbeddingWorker(
+            blobs = BlobStore(settings.data_path / "documents")
+            heartbeat = settings.worker_heartbeat_seconds
+            worker = EmbeddingWorker(db, blobs, clients.embedders, clients.vectors, heartbeat_seconds=heartbeat)
+            syncer = SourceSyncer(
                 db,
-                BlobStore(settings.data_path / "documents"),
-                clients.embedders,
+                blobs,
+                RegistryTokenizers(clients.embedders),
                 clients.vectors,
-                heartbeat_seconds=settings.worker_heartbeat_seconds,
+                source_limits(settings),
+                heartbeat_seconds=heartbeat,
+                wake_worker=worker.wake,
             )
-            logger.info("worker %s started", worker.name)
-            await worker.run(stop)
+            logger.info("worker %s started, with the source syncer", worker.name)
+            await asyncio.gather(worker.run(stop), syncer.run(stop))
     finally:
         await db.aclose()
 
