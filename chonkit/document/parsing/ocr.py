@@ -21,7 +21,6 @@ from common.errors import InvalidInput
 OcrMode = Literal["off", "auto", "force"]
 """``off``: never; ``auto``: pages without a text layer (:func:`needs_ocr`); ``force``: every page, whatever its
 text layer says."""
-OCR_MODES: tuple[OcrMode, ...] = ("off", "auto", "force")
 
 OCR_DPI = 150
 """Pages are rendered at this resolution to be recognised (``bench/ocr_bench.py`` compares 150 and 200)."""
