@@ -70,6 +70,7 @@ PAGE_SECONDS = 60.0
 _TIMEOUT = httpx.Timeout(15.0, connect=5.0)
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 _PASS_THROUGH = {
     "application/pdf": "application/pdf",
     "text/plain": "text/plain",
@@ -77,9 +78,14 @@ _PASS_THROUGH = {
     "text/x-markdown": "text/markdown",
     "text/csv": "text/csv",
     "application/json": "application/json",
+    _DOCX: _DOCX,
+    "image/png": "image/png",  # a scan linked from a page: chonkit reads it by OCR
+    "image/jpeg": "image/jpeg",
+    "image/tiff": "image/tiff",
 }
 _BY_EXTENSION = {
     ".pdf": "application/pdf",
+    ".docx": _DOCX,
     ".md": "text/markdown",
     ".markdown": "text/markdown",
     ".txt": "text/plain",
@@ -87,6 +93,11 @@ _BY_EXTENSION = {
     ".json": "application/json",
     ".html": "text/html",
     ".htm": "text/html",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
 }
 """Servers often say ``application/octet-stream`` (or ``text/plain`` for Markdown); the URL's extension decides."""
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -228,13 +228,16 @@ async def test_redirects_are_followed_and_the_page_is_keyed_where_it_landed(site
 
 async def test_pages_that_are_not_html_pass_through_with_their_media_type(site: LocalSite) -> None:
     document = pdf(["Quarterly report"])
-    paths = ["/r.pdf", "/notes.md", "/a.txt", "/x.zip", "/My%20Notes.pdf"]
+    paths = ["/r.pdf", "/notes.md", "/a.txt", "/x.zip", "/My%20Notes.pdf", "/scan.tif", "/photo.gif", "/memo.docx"]
     site.html("/", " ".join(f'<a href="{path}">{path}</a>' for path in paths))
     site.set("/r.pdf", document, "application/octet-stream")
     site.set("/notes.md", b"# Notes\n\nsome notes", "text/plain")
     site.set("/a.txt", b"plain words", "text/plain; charset=utf-8")
     site.set("/My%20Notes.pdf", document, "application/pdf")
     site.set("/x.zip", b"PK\x03\x04", "application/zip")
+    site.set("/scan.tif", b"II*\x00", "application/octet-stream")
+    site.set("/photo.gif", b"GIF89a", "image/gif")
+    site.set("/memo.docx", b"PK\x03\x04", "application/octet-stream")
 
     items = await listed(WebSpec(url=site.url("/"), mode="crawl"))
 
@@ -244,11 +247,16 @@ async def test_pages_that_are_not_html_pass_through_with_their_media_type(site: 
         site.url("/notes.md"): "text/markdown",
         site.url("/a.txt"): "text/plain",
         site.url("/My%20Notes.pdf"): "application/pdf",
+        site.url("/scan.tif"): "image/tiff",
+        site.url("/memo.docx"): "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     }
     assert pages[site.url("/My%20Notes.pdf")].name == "My Notes.pdf"
     assert pages[site.url("/r.pdf")].content == document
     assert pages[site.url("/r.pdf")].name == "r.pdf"
-    assert skipped(items) == {site.url("/x.zip"): "web_unsupported_type"}
+    assert skipped(items) == {
+        site.url("/x.zip"): "web_unsupported_type",
+        site.url("/photo.gif"): "web_unsupported_type",
+    }
 
 
 async def test_a_start_page_that_fails_fails_the_listing_so_a_sync_removes_nothing(site: LocalSite) -> None:
