@@ -315,9 +315,8 @@ class VectorStore(Protocol):
         """Create a new version of collection ``identity.name`` beside it, stored as ``version`` (a name no
         collection has, following the same rule): empty but for its identity record, ``identity`` — the collection's
         own name with the version's model. It is written like a collection (``upsert(version, …)``, ``count``,
-        ``drop_collection(version)``) and read by nobody: ``read_identity(version)`` and :meth:`list_identities` never
-        show it, since its identity names another collection. ``Conflict("collection_exists")`` if ``version``
-        exists."""
+        ``drop_collection(version)``) and listed by nobody: its identity names another collection, so
+        :meth:`list_identities` skips it. ``Conflict("collection_exists")`` if ``version`` exists."""
         ...
 
     async def swap_version(self, name: str, version: str) -> None:
