@@ -159,6 +159,65 @@ async def test_a_crawled_site_syncs_incrementally_by_content_hash(
     assert await chunk_counts(admin, vectors, collection) == held
 
 
+async def test_a_folder_and_a_site_keep_one_collection_true_to_both(
+    admin: httpx.AsyncClient,
+    syncer: SourceSyncer,
+    source_worker: EmbeddingWorker,
+    counting: CountingProvider,
+    vectors: VectorRegistry,
+    site: LocalSite,
+    roots: Roots,
+) -> None:
+    """The issue's whole case: a folder and a web source in one collection, one file and one page changed and one
+    of each deleted; each report says 1 changed and 1 removed, and the store holds exactly the current chunks."""
+    folder = roots.allowed / "notes"
+    folder.mkdir()
+    (folder / "bees.md").write_text(f"# Bees\n\n{BEES}\n")
+    (folder / "harbour.md").write_text(f"# Harbour\n\n{HARBOUR_OLD}\n")
+    (folder / "old.txt").write_text("An old note about the village fair and its apple pies.\n")
+    publish(
+        site, {"/lights": ("Lighthouses", LIGHTHOUSES), "/harbour": ("Harbour", HARBOUR_OLD), "/bees": ("Bees", BEES)}
+    )
+    collection = await new_collection(admin, "Both_sources")
+    web_spec = {"kind": "web", "url": site.url("/"), "mode": "crawl"}
+    folder_spec = {"kind": "folder", "path": str(folder)}
+    web = (await new_source(admin, collection["id"], name="Site", spec=web_spec)).json()
+    notes = (await new_source(admin, collection["id"], name="Notes", spec=folder_spec)).json()
+    for source in (web, notes):
+        run = await synced(admin, syncer, source_worker, collection, source)
+        assert (run["status"], counts(run)["added"]) == ("done", 4 if source is web else 3), run
+
+    (folder / "harbour.md").write_text(f"# Harbour\n\n{HARBOUR_NEW}\n")
+    (folder / "old.txt").unlink()
+    publish(
+        site,
+        {"/lights": ("Lighthouses", LIGHTHOUSES.replace("longest", "darkest")), "/harbour": ("Harbour", HARBOUR_OLD)},
+    )
+    for source in (web, notes):
+        run = await synced(admin, syncer, source_worker, collection, source)
+        assert run["status"] == "done", run
+        assert {k: counts(run)[k] for k in ("added", "changed", "removed", "failed")} == {
+            "added": 0, "changed": 1, "removed": 1, "failed": 0
+        }, (source["name"], run)  # fmt: skip
+
+    documents = {d["name"]: d for d in (await admin.get("/documents", params={"limit": 200})).json()["items"]}
+    current = ["Home.html", "Lighthouses.html", "Harbour.html", "bees.md", "harbour.md"]
+    held = await chunk_counts(admin, vectors, collection)
+    assert held == {name: await expected_chunks(admin, documents[name]["id"]) for name in current}
+    assert await vectors.get("pgvector").count(collection["name"]) == sum(held.values())
+    assert await lexical_hits(admin, collection["id"], "apple pies fair") == []
+    assert any("darkest" in hit for hit in await lexical_hits(admin, collection["id"], "darkest winter"))
+    # the site's harbour page still says "ferries at dawn"; the folder's harbour note no longer does
+    assert len([hit for hit in await lexical_hits(admin, collection["id"], "ferries dawn") if "ferries" in hit]) == 1
+
+    calls_before = counting.calls
+    for source in (web, notes):
+        run = await synced(admin, syncer, source_worker, collection, source)
+        assert (counts(run)["changed"], counts(run)["added"], counts(run)["removed"], run["job_id"]) == (0, 0, 0, None)
+    assert counting.calls == calls_before  # nothing changed: the embedder was not called
+    assert await chunk_counts(admin, vectors, collection) == held
+
+
 async def test_a_site_that_is_down_removes_nothing_and_a_page_robots_txt_forbids_is_reported(
     admin: httpx.AsyncClient,
     syncer: SourceSyncer,
