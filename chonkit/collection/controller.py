@@ -22,7 +22,7 @@ from chonkit.collection.models import (
 from chonkit.collection.service import CollectionService
 from chonkit.embedding.models import DocumentIds, EmbeddingReport, JobCreated
 from chonkit.embedding.service import JobService
-from chonkit.reembedding.models import EmbeddingChange, MigrationStatus
+from chonkit.reembedding.models import EmbeddingChange, EmbeddingState, MigrationStatus
 from chonkit.reembedding.service import ReembeddingService
 
 
@@ -77,11 +77,12 @@ class CollectionController(Controller):
         (``409 collection_migrating``); the same model again is ``409 same_embedding_model``."""
         return await reembedding.start(collection_id, data)
 
-    @get("/{collection_id:uuid}/embedding", summary="The latest change of the embedding model")
-    async def embedding_change(
+    @get("/{collection_id:uuid}/embedding", summary="The embedding model and its latest change")
+    async def embedding_state(
         self, reembedding: NamedDependency[ReembeddingService], collection_id: FromPath[UUID]
-    ) -> MigrationStatus:
-        return await reembedding.status(collection_id)
+    ) -> EmbeddingState:
+        """``migration`` and its ``job`` are null when the model never changed."""
+        return await reembedding.state(collection_id)
 
     @delete("/{collection_id:uuid}", summary="Delete a collection")
     async def delete_collection(

@@ -54,3 +54,14 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     cancel_requested: bool
     error_code: str | None
     error: str | None
+
+
+class EmbeddingState(msgspec.Struct, frozen=True, kw_only=True):
+    """A collection's embedding model now, and its latest change (if it ever had one)."""
+
+    embedding_provider: str
+    model: str
+    dimension: int
+    migration: Migration | None
+    job: Job | None
+    """The latest change's progress."""

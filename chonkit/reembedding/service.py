@@ -31,7 +31,7 @@ from chonkit.collection.models import Collection
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
 from chonkit.embedding.repository import JobRepository
-from chonkit.reembedding.models import EmbeddingChange, Migration, MigrationState, MigrationStatus
+from chonkit.reembedding.models import EmbeddingChange, EmbeddingState, Migration, MigrationState, MigrationStatus
 from chonkit.reembedding.repository import MigrationRepository, collection_migrating
 from common.db import Database
 from common.db.database import Connection
@@ -115,13 +115,17 @@ class ReembeddingService:
         self.wake_worker()
         return await self._status(migration)
 
-    async def status(self, collection_id: UUID) -> MigrationStatus:
-        """The collection's latest move (``migration_not_found`` when it never had one)."""
-        await self._collection(collection_id)
+    async def state(self, collection_id: UUID) -> EmbeddingState:
+        """The collection's model and its latest change, with that change's job."""
+        collection = await self._collection(collection_id)
         migration = await self.migrations.latest(collection_id)
-        if migration is None:
-            raise NotFound("The collection has never changed its embedding model.", code="migration_not_found")
-        return await self._status(migration)
+        return EmbeddingState(
+            embedding_provider=collection.embedding_provider,
+            model=collection.model,
+            dimension=collection.dimension,
+            migration=migration,
+            job=None if migration is None else await self.jobs.get(migration.job_id),
+        )
 
     async def _status(self, migration: Migration) -> MigrationStatus:
         job = await self.jobs.get(migration.job_id)

@@ -1,4 +1,5 @@
-// Admin: collections (create, groups, add and remove documents, live job progress, retry, search test bench).
+// Admin: collections (create, groups, add and remove documents, change the embedding model, live job progress, retry,
+// search test bench).
 import * as api from "./api.js";
 import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, listFrom, pages, notice, errorLine, problemOf, plural } from "./ui.js";
 
@@ -88,7 +89,8 @@ export async function collectionScreen(main, services, id) {
     h("p", {}, h("a", { href: "#/collections" }, "← All collections")),
     h("h1", {}, c.name),
     h("p", { class: "muted" }, `${c.vector_provider} · ${c.embedding_provider} ${c.model} · ${c.dimension} dimensions`),
-    h("div", { class: "grid" }, groupsEditor(base, c), addDocuments(base, id, jobPanel, reloadDocuments)),
+    h("div", { class: "grid" }, groupsEditor(base, c), addDocuments(base, id, jobPanel, reloadDocuments),
+      modelChanger(base, c, jobPanel, () => collectionScreen(main, services, id))),
     jobPanel, docsPanel, searchBench(base, id),
     h("section", { class: "card" }, h("h2", {}, "Danger zone"), deleteButton(base, c)));
   replace(jobPanel, h("h2", { id: "job-title" }, "Embedding jobs"), h("p", { class: "muted" }, "Loading…"));
@@ -112,6 +114,58 @@ function groupsEditor(base, collection) {
         const saved = await api.put(`${base}/collections/${collection.id}/groups`, { groups: groupsFrom(form.groups.value) });
         form.groups.value = saved.groups.join(", ");
         showOk(message, saved.groups.length ? `Readable by ${saved.groups.join(", ")}.` : "Readable by everyone.");
+      } catch (error) {
+        showError(message, error);
+      }
+    });
+  });
+  return form;
+}
+
+/**
+ * Change the embedding model: chonkit re-embeds every document into a new version of the collection while
+ * questions keep the current one, then swaps it in. Its job shows in the job panel; the last change is shown here.
+ */
+function modelChanger(base, collection, jobPanel, reload) {
+  const message = messageArea();
+  const status = h("p", { class: "muted", "data-migration-state": "" });
+  const model = h("select", { name: "model" });
+  const submit = h("button", { type: "submit" }, "Change embedding model");
+  const form = h("form", { class: "card stack", "aria-labelledby": "model-title" },
+    h("h2", { id: "model-title" }, "Embedding model"),
+    h("label", {}, "New model", model),
+    h("p", { class: "muted" }, "Every document is embedded again into a new version of the collection; questions use the current one until the new one is complete, then switch at once."),
+    h("div", { class: "row" }, submit), status, message);
+  const path = `${base}/collections/${collection.id}/embedding`;
+  api.get(`${base}/providers`).then((providers) => {
+    const others = providers.embedding_models.filter((m) => m.provider !== collection.embedding_provider || m.model !== collection.model);
+    replace(model, others.map((m) => h("option", { value: `${m.provider}|${m.model}` }, `${m.provider} · ${m.model} (${m.dimension} dims)`)));
+    if (!others.length) { submit.disabled = true; showOk(message, "No other embedding model is configured."); }
+  }, (error) => showError(message, error));
+  const shown = (change) => {
+    const m = change.migration;
+    replace(status, `Last change: ${m.from_provider} · ${m.from_model} → ${m.embedding_provider} · ${m.model} `, badge(m.state),
+      m.error ? ` ${m.error} (${m.error_code})` : "");
+    return m.state;
+  };
+  const latest = () => api.get(path).then((state) => (state.migration ? shown(state) : null));
+  latest();
+  /** The job ends with its last document; the swap follows on the worker's next turn. */
+  async function settled() {
+    for (let tries = 0; tries < 60; tries += 1) {
+      if ((await latest()) !== "building") return;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const [embeddingProvider, modelName] = form.model.value.split("|");
+    busy(submit, async () => {
+      try {
+        const started = await api.put(path, { embedding_provider: embeddingProvider, model: modelName });
+        shown(started);
+        showOk(message, `Re-embedding ${plural(started.job.total, "document")} with ${modelName}.`);
+        followJob(base, started.job, jobPanel, async () => { await settled(); await reload(); });
       } catch (error) {
         showError(message, error);
       }
@@ -154,6 +208,7 @@ function addDocuments(base, id, jobPanel, reloadDocuments) {
 }
 
 let following = null;
+const JOB_TITLES = { remove: "Removal job ", reembed: "Re-embedding job " };
 const FINISHED = ["done", "skipped", "failed", "cancelled"];
 const PAGE = 1000; // items per read of the job's pages, the most chonkit gives at once
 
@@ -221,7 +276,7 @@ function jobView(base, panel, onFinished) {
       const finished = count(FINISHED);
       const running = ["queued", "running"].includes(job.status);
       replace(head,
-        h("h2", { id: "job-title" }, job.kind === "remove" ? "Removal job " : "Embedding job ", badge(job.status)),
+        h("h2", { id: "job-title" }, JOB_TITLES[job.kind] || "Embedding job ", badge(job.status)),
         h("label", {}, `${finished} of ${job.total} documents finished`,
           h("progress", { max: job.total || 1, value: finished, "data-job-status": job.status })));
       replace(actions, count(["failed"]) && !running ? retryButton(base, job, panel, onFinished) : null,
