@@ -174,10 +174,21 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _PASSAGE_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
+_NUMBER_WORDS_TEXT = """
+    zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+    eighteen nineteen twenty
+"""
+_NUMBER_WORDS = {word: str(n) for n, word in enumerate(_NUMBER_WORDS_TEXT.split()) if word != "_"}
+"""Number words read as their digits; not "one", which is a pronoun as often ("any one time")."""
+_NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_NUMBER_WORDS)})\b", re.IGNORECASE)
+
+
 def _numbers(text: str) -> set[str]:
-    """The numbers a text states ("5432", "0.5", "25"), citation markers and list numbering left out."""
+    """The numbers a text states ("5432", "0.5", "25", "three" as "3"), citation markers and list numbering left
+    out: a model that writes "3" for a manual's "The default is three." states what the manual does."""
     text = _CITED_NUMBERS.sub(" ", text)
     text = re.sub(r"^\s*\d+[.)]\s", " ", text)
+    text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], text)
     return {n.rstrip(".,") for n in _NUMBER.findall(text)}
 
 

@@ -291,6 +291,24 @@ def test_a_sentence_stating_a_number_its_passage_states_elsewhere_is_not_support
     assert run(grounder, ["The range of the smallint type in PostgreSQL is 0 to 25."]) == UNSUPPORTED_ONLY
 
 
+AUTOVACUUM_WORKERS = (
+    "autovacuum_max_workers (integer)\n\nSpecifies the maximum number of autovacuum processes (other than the "
+    "autovacuum launcher) that may be running at any one time. The default is three."
+)
+
+
+def test_a_number_the_passage_spells_out_supports_the_same_number_in_digits() -> None:
+    """Regression (bench/answer_bench.py, Qwen 0.5B): "The default number of autovacuum worker processes is 3." was
+    dropped as resting on no passage, the manual saying "The default is three."."""
+    passages = [passage(1, AUTOVACUUM_WORKERS)]
+    question = "How many autovacuum worker processes may run at the same time by default?"
+    grounder = Grounder(passages, question)
+    kept = run(grounder, ["The default number of autovacuum worker ", "processes is 3."])
+    assert kept == "The default number of autovacuum worker processes is 3. [1]"
+    invented = run(Grounder(passages, question), ["The default number of autovacuum worker processes is 5."])
+    assert invented == UNSUPPORTED_ONLY
+
+
 def test_the_prompt_echoed_back_is_dropped_even_with_a_citation_in_it() -> None:
     """Regression: a small model repeated its rules ("Cite the source of each fact by its id, like [1].") and the
     question; the rules' "[1]" counted as citing source 1."""
