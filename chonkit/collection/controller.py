@@ -22,7 +22,7 @@ from chonkit.collection.models import (
 from chonkit.collection.service import CollectionService
 from chonkit.embedding.models import DocumentIds, EmbeddingReport, JobCreated
 from chonkit.embedding.service import JobService
-from chonkit.reembedding.models import EmbeddingChange, EmbeddingState, MigrationStatus
+from chonkit.reembedding.models import CollectionModel, EmbeddingChange, MigrationStatus
 from chonkit.reembedding.service import ReembeddingService
 
 
@@ -78,11 +78,11 @@ class CollectionController(Controller):
         return await reembedding.start(collection_id, data)
 
     @get("/{collection_id:uuid}/embedding", summary="The embedding model and its latest change")
-    async def embedding_state(
+    async def embedding_model(
         self, reembedding: NamedDependency[ReembeddingService], collection_id: FromPath[UUID]
-    ) -> EmbeddingState:
+    ) -> CollectionModel:
         """``migration`` and its ``job`` are null when the model never changed."""
-        return await reembedding.state(collection_id)
+        return await reembedding.current(collection_id)
 
     @delete("/{collection_id:uuid}", summary="Delete a collection")
     async def delete_collection(

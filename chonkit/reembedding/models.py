@@ -56,7 +56,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
 
 
-class EmbeddingState(msgspec.Struct, frozen=True, kw_only=True):
+class CollectionModel(msgspec.Struct, frozen=True, kw_only=True):
     """A collection's embedding model now, and its latest change (if it ever had one)."""
 
     embedding_provider: str

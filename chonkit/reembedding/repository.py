@@ -78,6 +78,11 @@ class MigrationRepository:
             raise collection_migrating(name) from exc
         return _migration(record)
 
+    async def installed(self) -> bool:
+        """Whether this database has the migrations' tables (revision 0017)."""
+        found: bool = await self.conn.fetchval("SELECT to_regclass('chonkit.collection_migrations') IS NOT NULL")
+        return found
+
     async def hold_collection(self, collection_id: UUID, *, exclusive: bool) -> bool:
         """Lock the collection's row until the transaction ends: a migration starting (exclusive) and a write being
         queued (shared) wait for each other, so neither misses the other. False when there is no such row."""

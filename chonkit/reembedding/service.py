@@ -31,7 +31,7 @@ from chonkit.collection.models import Collection
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
 from chonkit.embedding.repository import JobRepository
-from chonkit.reembedding.models import EmbeddingChange, EmbeddingState, Migration, MigrationState, MigrationStatus
+from chonkit.reembedding.models import CollectionModel, EmbeddingChange, Migration, MigrationState, MigrationStatus
 from chonkit.reembedding.repository import MigrationRepository, collection_migrating
 from common.db import Database
 from common.db.database import Connection
@@ -115,11 +115,11 @@ class ReembeddingService:
         self.wake_worker()
         return await self._status(migration)
 
-    async def state(self, collection_id: UUID) -> EmbeddingState:
+    async def current(self, collection_id: UUID) -> CollectionModel:
         """The collection's model and its latest change, with that change's job."""
         collection = await self._collection(collection_id)
         migration = await self.migrations.latest(collection_id)
-        return EmbeddingState(
+        return CollectionModel(
             embedding_provider=collection.embedding_provider,
             model=collection.model,
             dimension=collection.dimension,
@@ -147,12 +147,17 @@ class Settler:
     def __init__(self, db: Database, vectors: VectorRegistry) -> None:
         self.db = db
         self.vectors = vectors
+        self._installed = False
+        """Whether migration 0017 is in the database (a worker may run on one migrated before it)."""
 
     async def settle_once(self) -> bool:
         """Settle one migration; False when none was ready. Runs under the migration's row lock and the collection's
         advisory lock (so no write of the collection is in flight), in one transaction with chonkit's records."""
         async with self.db.transaction() as conn:
             migrations = MigrationRepository(conn)
+            self._installed = self._installed or await migrations.installed()
+            if not self._installed:
+                return False
             migration = await migrations.claim_settled()
             if migration is None:
                 return False
