@@ -51,7 +51,9 @@ class SourceService:
             await asyncio.to_thread(resolve_folder, spec.path, self.limits.roots)
             check_globs([*spec.include, *spec.exclude])
         else:
-            web_spec(spec)
+            from chonkit.source.web import check_start_address  # brings httpx and lxml, as web_spec does
+
+            await check_start_address(web_spec(spec), allow_private=self.limits.allow_private)
         return spec
 
     async def all(self, collection_id: UUID) -> list[Source]:

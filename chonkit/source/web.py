@@ -257,6 +257,21 @@ def _address_kind(ip: IPAddress) -> str:
     return next((kind for kind in kinds if getattr(ip, f"is_{kind.replace('-', '_')}")), "non-public")
 
 
+async def check_start_address(spec: WebSpec, *, allow_private: bool, guard: AddressGuard | None = None) -> None:
+    """Refuse a source whose own URL points where web sources may not go, when it is registered (every fetch checks
+    again). A name that does not resolve now is let through: DNS may be down for a moment, and the sync will say.
+
+    Raises:
+        AddressRefused: ``web_address_forbidden``.
+    """
+    url = parse_start_url(spec.url)
+    try:
+        await (guard or AddressGuard(allow_private=allow_private)).addresses(url.host, url.port or 0)
+    except AddressRefused as exc:
+        if exc.code == "web_address_forbidden":
+            raise
+
+
 class _PinnedTransport(httpx.AsyncBaseTransport):
     """Sends each request to an address the guard allowed at that moment, keeping the name in Host and SNI.
 

@@ -162,6 +162,7 @@ def _joined(run: Sequence[RetrievedChunk]) -> RetrievedChunk:
         page_start=min(pages) if pages else None,
         page_end=max(pages) if pages else None,
         score=max(c.score for c in run),
+        ocr=any(c.ocr for c in run),
     )
 
 

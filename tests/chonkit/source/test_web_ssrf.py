@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from chonkit.source.items import SkippedItem, SourceItem
-from chonkit.source.web import AddressGuard, IPAddress, WebLister, WebSpec, is_public_address
+from chonkit.source.web import AddressGuard, IPAddress, WebLister, WebSpec, check_start_address, is_public_address
 from common.errors import InvalidInput
 from tests.support.web_site import LocalSite, serve_site
 
@@ -85,6 +85,28 @@ async def test_a_name_that_resolves_to_a_private_address_is_refused() -> None:
         await listed("https://wiki.intranet.test/", guard=guard)
     assert raised.value.code == "web_address_forbidden"
     assert "wiki.intranet.test resolves to 10.1.2.3, a private address" in raised.value.detail
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("http://127.0.0.1/", True),
+        ("http://169.254.169.254/latest/meta-data/", True),
+        ("http://localhost:8080/", True),
+        ("http://[::ffff:10.0.0.1]/", True),
+        ("http://8.8.8.8/", False),
+        ("http://no-such-host.invalid/", False),  # DNS may be down now: the sync will say
+    ],
+)
+async def test_a_source_s_own_address_can_be_checked_when_it_is_registered(url: str, refused: bool) -> None:
+    spec = WebSpec(url=url)
+    if refused:
+        with pytest.raises(InvalidInput) as raised:
+            await check_start_address(spec, allow_private=False)
+        assert raised.value.code == "web_address_forbidden"
+    else:
+        await check_start_address(spec, allow_private=False)
+    await check_start_address(spec, allow_private=True)
 
 
 async def test_a_name_that_does_not_resolve_is_refused_with_its_own_code() -> None:
