@@ -68,7 +68,7 @@ def run(quick: bool) -> dict[str, Any]:
     return measure(10 if quick else 134, "local")
 
 
-def measure(documents_count: int, target: str) -> dict[str, Any]:
+def measure(documents_count: int, target: str, *, migrate_first: bool = False) -> dict[str, Any]:
     from common.db import migrate
     from common.db.embedded import EmbeddedPostgres, ensure_database, with_database
 
@@ -79,12 +79,12 @@ def measure(documents_count: int, target: str) -> dict[str, Any]:
             asyncio.run(ensure_database(admin_url, "ragu_bench"))
             url = with_database(admin_url, "ragu_bench")
             migrate.upgrade(url)
-            return asyncio.run(_measure(url, Path(folder), documents_count, target))
+            return asyncio.run(_measure(url, Path(folder), documents_count, target, migrate_first))
         finally:
             server.stop()
 
 
-async def _measure(url: str, folder: Path, documents_count: int, target: str) -> dict[str, Any]:
+async def _measure(url: str, folder: Path, documents_count: int, target: str, migrate_first: bool) -> dict[str, Any]:
     import httpx
 
     from chonkit.app import create_app
@@ -119,7 +119,14 @@ async def _measure(url: str, folder: Path, documents_count: int, target: str) ->
     try:
         async with app.lifespan(), httpx.AsyncClient(transport=transport, base_url="http://b", headers=headers) as api:
             return await _phases(
-                api, worker, vectors, embedders, documents=documents_count, source=source_model, target=target_model
+                api,
+                worker,
+                vectors,
+                embedders,
+                documents=documents_count,
+                source=source_model,
+                target=target_model,
+                migrate_first=migrate_first,
             )
     finally:
         await database.aclose()
@@ -136,6 +143,7 @@ async def _phases(
     documents: int,
     source: dict[str, str],
     target: dict[str, str],
+    migrate_first: bool,
 ) -> dict[str, Any]:
     """Source, then plain and migration under questions: the result."""
     documents_count, source_model, target_model = documents, source, target
@@ -148,23 +156,34 @@ async def _phases(
     chunks = (await chonkit.get(f"/collections/{source['id']}")).json()["vector_count"]
 
     plain_collection = await _collection(chonkit, "Bench_plain", target_model)
-    asker = _Asker(vectors, embedders, source)
-    async with asker.asking():
-        started = time.perf_counter()
-        await _embed(chonkit, worker, plain_collection["id"], ids)
-        plain_seconds = time.perf_counter() - started
-    plain = asker.report()
-    plain_chunks = (await chonkit.get(f"/collections/{plain_collection['id']}")).json()["vector_count"]
 
-    asker = _Asker(vectors, embedders, source)
-    async with asker.asking():
-        started = time.perf_counter()
-        change = await chonkit.put(f"/collections/{source['id']}/embedding", json=target_model)
-        change.raise_for_status()
-        await _until_swapped(chonkit, worker, source["id"])
-        migration_seconds = time.perf_counter() - started
-    during = asker.report()
-    after = await asker.ask_once()
+    async def plain() -> tuple[float, dict[str, Any]]:
+        asker = _Asker(vectors, embedders, source)
+        async with asker.asking():
+            started = time.perf_counter()
+            await _embed(chonkit, worker, plain_collection["id"], ids)
+            seconds = time.perf_counter() - started
+        return seconds, asker.report()
+
+    async def migration() -> tuple[float, dict[str, Any]]:
+        asker = _Asker(vectors, embedders, source)
+        async with asker.asking():
+            started = time.perf_counter()
+            change = await chonkit.put(f"/collections/{source['id']}/embedding", json=target_model)
+            change.raise_for_status()
+            await _until_swapped(chonkit, worker, source["id"])
+            seconds = time.perf_counter() - started
+        report = asker.report()
+        return seconds, {**report, "first_question_after_swap": await asker.ask_once()}
+
+    if migrate_first:
+        migration_seconds, during = await migration()
+        plain_seconds, during_plain = await plain()
+    else:
+        plain_seconds, during_plain = await plain()
+        migration_seconds, during = await migration()
+    after = during.pop("first_question_after_swap")
+    plain_chunks = (await chonkit.get(f"/collections/{plain_collection['id']}")).json()["vector_count"]
     migrated_chunks = (await chonkit.get(f"/collections/{source['id']}")).json()["vector_count"]
     plain_rate = plain_chunks / plain_seconds
     migration_rate = migrated_chunks / migration_seconds
@@ -181,7 +200,8 @@ async def _phases(
             "seconds": round(migration_seconds, 2),
             "chunks_per_s": round(migration_rate, 1),
         },
-        "questions_during_plain": plain,
+        "order": "migration first" if migrate_first else "plain first",
+        "questions_during_plain": during_plain,
         "questions_during_migration": during,
         "first_question_after_swap": after,
         "summary": [
@@ -343,9 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="10 documents (750 chunks)")
     parser.add_argument("--documents", type=int, default=134, help="documents of about 75 chunks each")
     parser.add_argument("--target", choices=["local", "words"], default="local", help="the model moved to")
+    parser.add_argument("--migrate-first", action="store_true", help="the migration before the peer (order check)")
     parser.add_argument("--out", type=Path, help="write the JSON result here instead of stdout")
     args = parser.parse_args(argv)
-    result = measure(10 if args.quick else args.documents, args.target)
+    result = measure(10 if args.quick else args.documents, args.target, migrate_first=args.migrate_first)
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
