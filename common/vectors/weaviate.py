@@ -73,9 +73,10 @@ from weaviate.exceptions import (
     WeaviateConnectionError,
     WeaviateGRPCUnavailableError,
     WeaviateStartUpError,
+    WeaviateUnsupportedFeatureError,
 )
 
-from common.errors import AppError, Conflict, InvalidInput, NotFound, Unavailable
+from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
     CHUNK_EXTRAS,
@@ -166,6 +167,7 @@ _CONNECTION_ERRORS = (
     WeaviateGRPCUnavailableError,
     WeaviateClosedClientError,
     WeaviateStartUpError,
+    WeaviateUnsupportedFeatureError,
 )
 
 
@@ -445,10 +447,13 @@ class WeaviateStore:
         return PROVIDER
 
     async def create_collection(self, identity: Identity, dimension: int) -> None:
+        await self._create(identity.name, identity, dimension)
+
+    async def _create(self, name: str, identity: Identity, dimension: int) -> None:
         payload = checked_identity_payload(identity)
         if dimension < 1:
             raise InvalidInput(f"vector dimension must be positive, got {dimension}", code="invalid_dimension")
-        name = checked_name(identity.name)
+        checked_name(name)
         if await self.collection_exists(name):
             raise collection_already_exists(name)
         try:
@@ -750,9 +755,14 @@ class WeaviateStore:
         return 0
 
     async def drop_collection(self, name: str) -> None:
+        """A migrated collection is an alias of its current version (:meth:`swap_version`): both go."""
         if not is_collection_name(name):
             return
         try:
+            target = (await self._aliases()).get(name)
+            if target is not None:
+                await self._client.alias.delete(alias_name=name)
+                await self._client.collections.delete(target)
             await self._client.collections.delete(name)
         except WeaviateBaseError as exc:
             error = await self._translated(exc, name)
@@ -760,17 +770,47 @@ class WeaviateStore:
                 raise error from exc
 
     async def create_version(self, identity: Identity, dimension: int, version: str) -> None:
-        """Not yet: Weaviate's aliases (1.32+) would carry the swap, and no Weaviate runs here to prove it."""
-        raise _no_versions()
+        """A collection of its own, made as a collection is; an alias makes it the collection at the swap."""
+        await self._create(version, identity, dimension)
 
     async def swap_version(self, name: str, version: str) -> None:
-        raise _no_versions()
+        """Weaviate's aliases (1.32+), as Qdrant's: an alias already named ``name`` is moved to ``version`` in one
+        update, then the old version is deleted; a collection made under its own name is deleted and the alias
+        created right after (a server answers ``collection_not_found`` in between, once per collection). Verified
+        against a stand-in of the alias API only: no Weaviate runs here."""
+        checked_name(name)
+        try:
+            if not await self._client.collections.exists(checked_name(version)):
+                raise collection_not_found(version)
+            previous = (await self._aliases()).get(name)
+            if previous is not None:
+                await self._client.alias.update(alias_name=name, new_target_collection=version)
+                await self._client.collections.delete(previous)
+            else:
+                await self._client.collections.delete(name)
+                await self._client.alias.create(alias_name=name, target_collection=version)
+        except WeaviateBaseError as exc:
+            raise await self._translated(exc, version) from exc
+
+    async def _aliases(self) -> dict[str, str]:
+        """Alias → the collection it names; none on a server from before aliases (no collection was swapped there)."""
+        try:
+            found = await self._client.alias.list_all()
+        except WeaviateUnsupportedFeatureError:
+            return {}
+        except UnexpectedStatusCodeError as exc:
+            if exc.status_code == 404:
+                return {}
+            raise
+        return {alias: target.collection for alias, target in found.items()}
 
     async def list_identities(self) -> list[Identity]:
         try:
-            names = sorted(await self._client.collections.list_all(simple=True))
+            collections = set(await self._client.collections.list_all(simple=True))
+            aliases = await self._aliases()
         except WeaviateBaseError as exc:
             raise await self._translated(exc, None) from exc
+        names = sorted((collections - set(aliases.values())) | set(aliases))  # a version under its alias
         identities = []
         for name in names:
             identity = valid_identity(name, await self.read_identity(name))
@@ -852,12 +892,3 @@ async def _insert(collection: CollectionAsync[Any, Any], objects: Sequence[DataO
 
 def _unavailable(exc: Exception) -> Unavailable:
     return Unavailable(f"Weaviate is unavailable: {exc}", code="vector_store_unavailable", extra={"provider": PROVIDER})
-
-
-def _no_versions() -> Conflict:
-    return Conflict(
-        "changing a Weaviate collection's embedding model is not supported yet; create a collection with the new "
-        "model and embed the documents into it",
-        code="reembedding_unsupported",
-        extra={"provider": PROVIDER},
-    )
