@@ -127,6 +127,8 @@ def test_admin_adds_a_folder_source_and_syncs_it(platform: str, policies: Path, 
     expect(card.locator(".badge.done")).to_be_visible()
     expect(card.locator('[data-count="added"] strong')).to_have_text("1")
     expect(card.get_by_text("1 item", exact=True)).to_be_visible()
+    # the collection's documents, shown above, follow the sync without a reload
+    expect(page.get_by_role("heading", name="Documents in this collection (1)")).to_be_visible()
 
     assert admin.close() == []
 

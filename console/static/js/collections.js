@@ -54,6 +54,8 @@ function collectionList(collections) {
       : empty("No collections yet. Create one above."));
 }
 
+let sourceSyncs = null; // the shown collection's listener for its sources' syncs, replaced with the screen
+
 export async function collectionScreen(main, services, id) {
   const base = services.chonkit;
   const detail = await api.get(`${base}/collections/${id}`);
@@ -94,6 +96,10 @@ export async function collectionScreen(main, services, id) {
     jobPanel, docsPanel, searchBench(base, id),
     h("section", { class: "card" }, h("h2", {}, "Danger zone"), deleteButton(base, c)));
   replace(jobPanel, h("h2", { id: "job-title" }, "Embedding jobs"), h("p", { class: "muted" }, "Loading…"));
+  sourceSyncs?.abort();
+  sourceSyncs = new AbortController();
+  // a source's sync (sources.js) added or removed documents: show them
+  main.addEventListener("ragu:collection-changed", () => reloadDocuments().catch(notice), { signal: sourceSyncs.signal });
   await reloadDocuments();
   const jobs = await api.get(`${base}/jobs?collection_id=${id}&limit=1`);
   if (jobs.length) followJob(base, jobs[0], jobPanel, reloadDocuments);
