@@ -76,6 +76,7 @@ class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
     timings: Timings
     also_retrieved: list[Citation] = msgspec.field(default_factory=list)
     """Passages the answer was given but does not cite."""
+    grounding: Grounding | None = None
 
 
 class Retrieved(msgspec.Struct, frozen=True, kw_only=True):
@@ -278,7 +279,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
 
     id: UUID
     collection_id: UUID
-    kind: Literal["embed", "remove"]
+    kind: Literal["embed", "remove", "reembed"]
+    """``reembed``: a collection's move to another embedding model."""
     status: JobStatus
     cancel_requested: bool
     created_at: datetime

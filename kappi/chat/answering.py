@@ -22,7 +22,7 @@ from common.telemetry import LlmCall
 from kappi.agent.models import Agent, AgentVersion
 from kappi.chat.followups import condensed_question
 from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, relevant, split_citations
-from kappi.chat.models import Answer, Chat, Citation, Message, QueryAnswer, Timings
+from kappi.chat.models import Answer, Chat, Citation, Grounding, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
 from kappi.llm.prompt import grounded_question
@@ -138,6 +138,7 @@ class Answerer:
             usage=run.usage,
             timings=run.timings(answered=True),
             llm_fallback=run.llm_fallback,
+            grounding=run.grounding,
         )
 
     async def events(self, prepared: Prepared, *, reraise: bool = False) -> AsyncIterator[Event]:
@@ -280,10 +281,10 @@ class _Run:
         return split_citations(self.citations, [c.citation for c in self.citations], cited)
 
     @property
-    def grounding(self) -> dict[str, Any] | None:
+    def grounding(self) -> Grounding | None:
         """What grounding did: declined from the retrieval scores, or dropped sentences resting on no passage."""
         grounded = self.grounded
-        return None if grounded is None else {"declined": grounded.declined, "dropped_sentences": grounded.dropped}
+        return None if grounded is None else Grounding(declined=grounded.declined, dropped_sentences=grounded.dropped)
 
     @property
     def llm_fallback(self) -> LlmFallback | None:

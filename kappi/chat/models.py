@@ -136,6 +136,15 @@ class ChatDetail(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[Message]
 
 
+class Grounding(msgspec.Struct, frozen=True, kw_only=True):
+    """What grounding did to an answer."""
+
+    declined: bool
+    """No passage passed the relevance floor: the answer says so, and no model ran."""
+    dropped_sentences: int
+    """Sentences of the model's that rested on no passage, left out."""
+
+
 class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
     """A stateless answer: nothing is stored."""
 
@@ -149,6 +158,8 @@ class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):
     llm_fallback: LlmFallback | None = None
     """Set when ``extractive`` answered instead of the agent's local model (not installed, refused, loading or
     down): the provider that answered and why."""
+    grounding: Grounding | None = None
+    """As the stream's ``done`` event says it; ``null`` when the answer ended before grounding did."""
 
 
 class RetrievalTimings(msgspec.Struct, frozen=True, kw_only=True):

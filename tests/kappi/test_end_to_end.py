@@ -646,6 +646,13 @@ async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_
         {"declined": True, "dropped_sentences": 0},
     )
     assert calls == []
+    # the stateless query API says the same
+    queried = await kappi.post(
+        f"/agents/{world.agent['id']}/query", json={"content": "What is the airspeed velocity of a swallow?"},
+        headers=alice,
+    )  # fmt: skip
+    assert (queried.json()["answer"], queried.json()["grounding"]) == (DECLINE, done["grounding"])
+    assert calls == []
     await _ask_streaming(kappi, alice, world.agent["id"])  # a relevant question does reach the LLM
     assert len(calls) == 1
 

@@ -39,7 +39,6 @@ UNDOCUMENTED = {
     client_models.Sources: "data of a streamed answer's SSE event",
     client_models.AnswerToken: "data of a streamed answer's SSE event",
     client_models.Done: "data of a streamed answer's SSE event",
-    client_models.Grounding: "part of a streamed answer's done event",
     client_models.UploadResponse: "the upload answers a hand-built Response (201, 200 or a problem)",
     client_models.UploadResult: "part of the upload's answer",
     client_models.FileProblem: "part of the upload's answer",
