@@ -26,7 +26,7 @@ from typing import TypeVar
 import msgspec
 
 from kappi.llm.base import Passage
-from kappi.llm.extractive import STOP_WORDS, question_stems
+from kappi.llm.extractive import STOP_WORDS, analysed, identifiers, named, question_stems
 from kappi.llm.prompt import ANSWER_RULES
 from kappi.retrieval.service import RetrievedChunk
 
@@ -166,9 +166,16 @@ def _joined(run: Sequence[RetrievedChunk]) -> RetrievedChunk:
     )
 
 
+_FRAMING_TEXT = "accord bas base context information provid document source passage mention"
+_FRAMING = frozenset(_FRAMING_TEXT.split())
+"""Stems of how small models frame an answer ("According to the information provided in the context, ..."):
+they say where a claim comes from, not what it is, so they are no evidence either way."""
+
+
 def _content_stems(text: str) -> list[str]:
-    """The stems of a text's words that are not stop words, numbers left out (:func:`_numbers` has them)."""
-    return [s for s in question_stems(text) if s not in STOP_WORDS and not s.isdigit()]
+    """The stems of a text's words that are not stop words or framing, numbers left out (:func:`_numbers` has
+    them)."""
+    return [s for s in question_stems(text) if s not in STOP_WORDS and s not in _FRAMING and not s.isdigit()]
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
@@ -199,21 +206,32 @@ def _passage_words(text: str) -> str:
 
 def _states_numbers(passage: str, numbers: set[str], stems: Sequence[str]) -> bool:
     """Whether one sentence of the passage states all these numbers with one of the claim's words, and most of
-    them in it or the two sentences before it (where its subject often is): a number found elsewhere in a
-    passage full of numbers is no evidence, and small models invent "0" and "25"."""
+    the claim's words stand in it or the two sentences before it, or in its section under a heading: a number
+    found elsewhere in a passage full of numbers is no evidence (small models invent "0" and "25"), but a
+    manual states a setting's default sentences below its name (``bgwriter_delay (integer)`` ... "The default is
+    200 milliseconds")."""
     sentences = [s for s in _PASSAGE_SENTENCES.split(passage) if s.strip()]
     for at, sentence in enumerate(sentences):
         if numbers <= _numbers(sentence) and any(f" {s}" in _passage_words(sentence) for s in stems):
             window = _passage_words(" ".join(sentences[max(0, at - 2) : at + 1]))
             if sum(f" {s}" in window for s in stems) * 2 > len(stems):
                 return True
+    for section in analysed(passage).sections:
+        if section.heading is None:
+            continue
+        scope = section.heading_words + "".join(t.words for t in section.sentences)
+        if sum(f" {s}" in scope for s in stems) * 2 <= len(stems):
+            continue
+        if any(numbers <= _numbers(t.text) and any(f" {s}" in t.words for s in stems) for t in section.sentences):
+            return True
     return False
 
 
 def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[int | None, float]:
     """The passage a sentence rests on and how well, from 0 to 1: the share of its own content words (those not
     merely echoing the question) that the passage contains, and 0 unless one sentence of the passage states
-    each number the sentence states. ``(None, 0.0)`` when no passage has any of it.
+    each number the sentence states and the passage names each name it spells like code (``sqlite3.connect``).
+    ``(None, 0.0)`` when no passage has any of it.
 
     A sentence that only restates the question's words is judged on those words instead.
     """
@@ -224,15 +242,30 @@ def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[
     if not own and not numbers:
         return None, 0.0
     claim = stems or [s for s in asked if not s.isdigit()]
+    names = named(identifiers(sentence))
     best: tuple[int | None, float] = (None, 0.0)
     for passage in passages:
         if numbers and not _states_numbers(passage.text, numbers, claim):
             continue
+        if names and not _names_stand(names, passage, passages):
+            continue  # "The default idle_in_transaction_session_timeout is ..." rests on no passage without it
         words = _passage_words(passage.text)
         share = sum(f" {s}" in words for s in own) / len(own) if own else 1.0
         if share > best[1]:
             best = (passage.citation, share)
     return best
+
+
+def _names_stand(names: Sequence[re.Pattern[str]], passage: Passage, passages: Sequence[Passage]) -> bool:
+    """Whether the passage names every one of ``names``; or, when it starts below a heading a chunk boundary cut
+    off, its document's passages do (the name is in that heading)."""
+    if all(name.search(passage.text.lower()) for name in names):
+        return True
+    sections = analysed(passage.text).sections
+    if not sections or sections[0].heading is not None:
+        return False
+    document = " ".join(p.text.lower() for p in passages if p.document_id == passage.document_id)
+    return all(name.search(document) for name in names)
 
 
 def _bare(text: str) -> str:

@@ -122,7 +122,7 @@ def identifiers(question: str) -> list[str]:
     return list(dict.fromkeys(m.group().lower().strip(".") for m in _IDENTIFIER.finditer(question)))
 
 
-def _named(names: Sequence[str]) -> list[re.Pattern[str]]:
+def named(names: Sequence[str]) -> list[re.Pattern[str]]:
     """Finds each name as a whole identifier: ``work_mem`` is not in ``maintenance_work_mem``, but
     ``lru_cache`` is in ``functools.lru_cache``."""
     return [re.compile(rf"(?<!\w){re.escape(name)}(?!\w)") for name in names]
@@ -389,7 +389,7 @@ def extract_answer(
     needles = [" " + stem for stem in key_terms(question)]
     if not needles:
         return [NOTHING_MATCHES]
-    names = _named(identifiers(question))
+    names = named(identifiers(question))
     want_value = expects_value(question)
     frequency = [0] * len(needles)
     held_per_passage = [_held(a, needles, frequency) for a in per_passage]
@@ -425,8 +425,8 @@ def extract_answer(
             covers = _cover(section, sentence_terms, titled, weights, subject=subject, want_value=want_value)
             if not covers.quoted or max(covers.weight, covers.terms) < MIN_COVERAGE:
                 continue
-            named = sum(name.search((section.heading or "").lower()) is not None for name in names)
-            rank = (named, round(covers.weight, 6), covers.heading, -len(covers.quoted), passage.score, -n, -index)
+            by_name = sum(name.search((section.heading or "").lower()) is not None for name in names)
+            rank = (by_name, round(covers.weight, 6), covers.heading, -len(covers.quoted), passage.score, -n, -index)
             if best is None or rank > best_rank:
                 best, best_rank = _Answer(n, section, covers.quoted), rank
     if best is None:

@@ -309,6 +309,54 @@ def test_a_number_the_passage_spells_out_supports_the_same_number_in_digits() ->
     assert invented == UNSUPPORTED_ONLY
 
 
+BGWRITER = (
+    "bgwriter_delay (integer)\n\nSpecifies the delay between activity rounds for the background writer. In each "
+    "round the writer issues writes for some number of dirty buffers. It then sleeps for the length of "
+    "bgwriter_delay, and repeats. When there are no dirty buffers in the buffer pool, though, it goes into extended "
+    "sleep regardless of bgwriter_delay. If this value is specified without units, it is taken as milliseconds. "
+    "The default is 200 milliseconds (200ms)."
+)
+
+
+def test_a_default_stated_sentences_below_the_settings_name_supports_the_answer() -> None:
+    """Regression (bench/answer_bench.py, Qwen 0.5B, #17): the right answer was dropped as resting on no passage,
+    the manual stating the number four sentences after the setting's subject."""
+    question = "What is the default delay between activity rounds of the background writer?"
+    answer = "The default delay between activity rounds of the background writer is 200 milliseconds (200ms)."
+    assert run(Grounder([passage(1, BGWRITER)], question), [answer]) == answer + " [1]"
+    invented = "The default delay between activity rounds of the background writer is 500 milliseconds."
+    assert run(Grounder([passage(1, BGWRITER)], question), [invented]) == UNSUPPORTED_ONLY
+
+
+def test_how_a_small_model_frames_its_answer_is_no_evidence_either_way() -> None:
+    """Regression: "According to the context provided, PostgreSQL reserves 3 connection slots for superusers by
+    default." was dropped: its only words beyond the question's were "according", "context", "provided"."""
+    reserved = (
+        "superuser_reserved_connections (integer)\n\nDetermines the number of connection \u201cslots\u201d that "
+        "are reserved for connections by PostgreSQL superusers.\n\nThe default value is three connections."
+    )
+    question = "How many connection slots does PostgreSQL reserve for superusers by default?"
+    answer = "According to the context provided, PostgreSQL reserves 3 connection slots for superusers by default."
+    assert run(Grounder([passage(1, reserved)], question), [answer]) == answer + " [1]"
+
+
+def test_a_claim_about_a_name_no_passage_holds_rests_on_none() -> None:
+    """Regression: asked for idle_in_transaction_session_timeout's default, which no passage gives, the model's
+    "The default idle_in_transaction_session_timeout is 2 hours." rested on tcp_keepalives_idle's "2 hours"."""
+    keepalives = (
+        "tcp_keepalives_idle (integer)\n\nSpecifies the amount of time with no network activity after which the "
+        "operating system should send a TCP keepalive message to the client. On Windows, setting a value of 0 will "
+        "set this parameter to 2 hours, since Windows does not provide a way to read the system default value."
+    )
+    question = "What is the default idle_in_transaction_session_timeout?"
+    invented = "The default idle_in_transaction_session_timeout is 2 hours."
+    assert run(Grounder([passage(1, keepalives)], question), [invented]) == UNSUPPORTED_ONLY
+    right = "On Windows, setting tcp_keepalives_idle to 0 sets it to 2 hours."
+    assert run(Grounder([passage(1, keepalives)], "What does tcp_keepalives_idle 0 do on Windows?"), [right]) == (
+        right + " [1]"
+    )
+
+
 def test_the_prompt_echoed_back_is_dropped_even_with_a_citation_in_it() -> None:
     """Regression: a small model repeated its rules ("Cite the source of each fact by its id, like [1].") and the
     question; the rules' "[1]" counted as citing source 1."""
