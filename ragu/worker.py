@@ -58,7 +58,7 @@ async def _work(settings: Settings) -> None:
                 heartbeat_seconds=heartbeat,
                 wake_worker=worker.wake,
             )
-            logger.info("worker %s started, with the source syncer", worker.name)
+            logger.info("worker %s started", worker.name)  # with the source syncer beside it
             await asyncio.gather(worker.run(stop), syncer.run(stop))
     finally:
         await db.aclose()

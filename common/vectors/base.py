@@ -111,6 +111,10 @@ class ChunkFields(msgspec.Struct, frozen=True, kw_only=True):
     """The chonkit document's label, likewise."""
     ocr: bool = False
     """Some of the chunk's text was recognised from a page image (OCR), so it may hold misreadings."""
+    model: str | None = None
+    embeddingProvider: str | None = None  # noqa: N815 -- the identity's wire spelling
+    """The embedding model that wrote the chunk (the identity's): which version of a collection a hit comes from
+    while its model changes. ``None`` for another application's chunks."""
 
 
 class ChunkPayload(ChunkFields, frozen=True, kw_only=True):

@@ -314,8 +314,8 @@ class _Searched(NamedTuple):
 def _of_model(hit: SearchHit, identity: Identity) -> bool:
     """The hit comes from the version of its collection the identity describes (a chunk without ``model``, written
     by another application, is taken as it is)."""
-    model = hit.payload.get("model", identity.model)
-    provider = hit.payload.get("embeddingProvider", identity.embeddingProvider)
+    found = read_chunk(hit.payload)  # typed: an odd value (another application's) reads as absent
+    model, provider = found.model or identity.model, found.embeddingProvider or identity.embeddingProvider
     return (model, provider) == (identity.model, identity.embeddingProvider)
 
 
