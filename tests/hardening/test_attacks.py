@@ -407,7 +407,7 @@ async def test_timings_and_counts_say_nothing_about_restricted_collections(
     assert len(done["citations"]) + len(done["also_retrieved"]) == len(sources["citations"])  # only what it was given
     assert given_collections(done) == given_collections(sources) == {world.public["name"]}
     answer = (await ask_query(kappi, headers, world.agent["id"])).json()
-    assert set(answer) == {"answer", "citations", "also_retrieved", "usage", "timings", "llm_fallback"}
+    assert set(answer) == {"answer", "citations", "also_retrieved", "usage", "timings", "llm_fallback", "grounding"}
     assert_no_leak(world, stream)
 
 
