@@ -314,8 +314,9 @@ class _Searched(NamedTuple):
 def _of_model(hit: SearchHit, identity: Identity) -> bool:
     """The hit comes from the version of its collection the identity describes (a chunk without ``model``, written
     by another application, is taken as it is)."""
-    found = read_chunk(hit.payload)  # typed: an odd value (another application's) reads as absent
-    model, provider = found.model or identity.model, found.embeddingProvider or identity.embeddingProvider
+    model, provider = hit.payload.get("model"), hit.payload.get("embeddingProvider")
+    model = model if isinstance(model, str) else identity.model  # typed: an odd value reads as absent
+    provider = provider if isinstance(provider, str) else identity.embeddingProvider
     return (model, provider) == (identity.model, identity.embeddingProvider)
 
 
