@@ -730,8 +730,15 @@ async def ask_query(user: httpx.AsyncClient, agent_id: str, question: Question) 
         total_ms=elapsed,
         output_tokens=usage.get("output_tokens"),
         prompt_tokens=usage.get("input_tokens"),
-        extra={k: _brief(v) for k, v in body.items() if k not in _QUERY_FIELDS},
+        extra={k: _brief(v) for k, v in body.items() if k not in _QUERY_FIELDS}
+        | {"passages": _passages(body["citations"] + body.get("also_retrieved", []))},
     )
+
+
+def _passages(given: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the answer was given, in citation order and in full: kept so that grounding and the extractive can
+    be replayed on the same passages offline (the model's dropped sentences are in ``grounding``)."""
+    return sorted(given, key=lambda c: int(c["citation"]))
 
 
 def _brief(value: Any) -> Any:

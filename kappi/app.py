@@ -132,6 +132,7 @@ def create_app(
 ) -> Litestar:
     clients = clients or SharedClients(settings)
     authenticator = authenticator or Authenticator(settings)
+    owns_llms = llms is None
     llms = llms or default_llm_registry(
         cohere_api_key=settings.cohere_api_key,
         cohere_base_url=settings.cohere_base_url,
@@ -159,6 +160,8 @@ def create_app(
                 yield
             finally:
                 await rerankers.aclose()
+                if owns_llms:  # its HTTP clients' connections (an OpenAI-compatible server's) end with the app
+                    await llms.aclose()
 
     users = Router("/", route_handlers=[AgentController, ChatController], before_request=authenticate_request)
     admins = Router("/", route_handlers=[AgentAdminController, LlmAdminController], guards=[admin_only])

@@ -169,10 +169,12 @@ class AnswerToken(msgspec.Struct, frozen=True, kw_only=True):
 
 class Grounding(msgspec.Struct, frozen=True, kw_only=True):
     """``declined``: no passage passed the relevance floor, so the answer says so and no model was called;
-    ``dropped_sentences``: sentences of the model's answer resting on no passage, left out."""
+    ``dropped_sentences``: sentences of the model's answer resting on no passage, left out; ``unsupported``:
+    their text (never part of the answer)."""
 
     declined: bool
     dropped_sentences: int
+    unsupported: list[str] = msgspec.field(default_factory=list)
 
 
 class Done(msgspec.Struct, frozen=True, kw_only=True):

@@ -55,12 +55,12 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
 
 class Grounded(msgspec.Struct, frozen=True, kw_only=True):
     """The pipeline's last step: the citation numbers the answer cites (the other passages it was given are
-    "also retrieved"), whether it declined from the retrieval scores, and how many sentences were dropped as
-    resting on no passage."""
+    "also retrieved"), whether it declined from the retrieval scores, and the sentences dropped as resting on
+    no passage."""
 
     cited: list[int]
     declined: bool = False
-    dropped: int = 0
+    dropped: tuple[str, ...] = ()
     llm_fallback: LlmFallback | None = None
     """Set when another provider answered than the agent's (its local model is not running): says which, why."""
 
@@ -113,7 +113,7 @@ class Answerer:
         if rest := grounder.finish():
             yield Token(text=rest)
         yield usage
-        yield Grounded(cited=grounder.cited, dropped=len(grounder.dropped), llm_fallback=fallback)
+        yield Grounded(cited=grounder.cited, dropped=tuple(grounder.dropped), llm_fallback=fallback)
 
     async def _models(self, retrieval: Retrieval) -> dict[tuple[str, str], str]:
         """Each found collection's embedding model, from the identities retrieval just read (cached)."""
@@ -284,7 +284,11 @@ class _Run:
     def grounding(self) -> Grounding | None:
         """What grounding did: declined from the retrieval scores, or dropped sentences resting on no passage."""
         grounded = self.grounded
-        return None if grounded is None else Grounding(declined=grounded.declined, dropped_sentences=grounded.dropped)
+        if grounded is None:
+            return None
+        return Grounding(
+            declined=grounded.declined, dropped_sentences=len(grounded.dropped), unsupported=list(grounded.dropped)
+        )
 
     @property
     def llm_fallback(self) -> LlmFallback | None:

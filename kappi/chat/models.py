@@ -143,6 +143,9 @@ class Grounding(msgspec.Struct, frozen=True, kw_only=True):
     """No passage passed the relevance floor: the answer says so, and no model ran."""
     dropped_sentences: int
     """Sentences of the model's that rested on no passage, left out."""
+    unsupported: list[str] = msgspec.field(default_factory=list)
+    """Those sentences' text, for a reader who wants to see what was left out and why (never part of
+    ``answer``: nothing here is backed by a source)."""
 
 
 class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from chonkit.embedding.worker import EmbeddingWorker
@@ -34,6 +35,7 @@ from ragu.local_llm import LocalLlmServer
 from tests.chonkit.conftest import drain
 from tests.kappi.conftest import AppClient, as_user, sse_events
 from tests.support.documents import pdf
+from tests.support.llm_standins import OpenAIStandin, Script
 
 QUESTION = "How many vacation days do employees get?"
 SMOLLM2 = "smollm2-135m-instruct-q4_1"
@@ -643,7 +645,7 @@ async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_
     assert (done["citations"], done["also_retrieved"], done["grounding"]) == (
         [],
         [],
-        {"declined": True, "dropped_sentences": 0},
+        {"declined": True, "dropped_sentences": 0, "unsupported": []},
     )
     assert calls == []
     # the stateless query API says the same
@@ -733,3 +735,38 @@ async def test_the_embedded_model_never_cites_a_collection_the_user_may_not_read
                 for key, text in forbidden_text.items():
                     if key not in readable:
                         assert text not in answer
+
+
+async def test_sentences_resting_on_no_passage_are_left_out_and_listed_apart_standin_llm(
+    kappi: httpx.AsyncClient,
+    world: World,
+    settings: Settings,
+    db: SingleConnectionDatabase,
+    clients: SharedClients,
+    app_client: AppClient,
+) -> None:
+    """A model's sentence no passage supports is not in the answer; the answer's ``grounding`` says how many were
+    left out and what they said (``unsupported``), so a reader can see why, in the stream and the query alike.
+    The model is the OpenAI-compatible stand-in (its real wire format); the passages are real retrieval's."""
+    async with OpenAIStandin() as llm:
+        llm.script = Script(
+            tokens=("Employees get 25 vacation", " days per year.", " Managers also get a", " company car.")
+        )
+        served = msgspec.structs.replace(settings, openai_base_url=llm.base_url, openai_models="standin")
+        async with app_client(create_kappi(served, database=db, clients=clients)) as model_kappi:
+            admin = as_user(settings, "root", admin=True)
+            spec = {"llm_provider": "openai", "llm_model": "standin"}
+            patched = await model_kappi.patch(f"/admin/agents/{world.agent['id']}", json=spec, headers=admin)
+            assert patched.status_code == 200, patched.text
+            alice = as_user(settings, "alice", "hr")
+            events = await _ask_streaming(model_kappi, alice, world.agent["id"])
+            queried = await model_kappi.post(
+                f"/agents/{world.agent['id']}/query", json={"content": QUESTION}, headers=alice
+            )
+    answer = "".join(d["text"] for e, d in events if e == "token")
+    expected = {"declined": False, "dropped_sentences": 1, "unsupported": ["Managers also get a company car."]}
+    assert "25 vacation days per year." in answer
+    assert "company car" not in answer
+    assert events[-1][1]["grounding"] == expected
+    assert "company car" not in queried.json()["answer"]
+    assert queried.json()["grounding"] == expected
