@@ -5,7 +5,8 @@ It is the fallback so Ragu answers usefully with no model, no API key and no net
 lifting). Manuals and handbooks put a subject in a heading ("max_connections (integer)") and its facts in the
 sentences under it, often not in the sentence that repeats the question's words: "Specifies the delay between
 activity rounds for the background writer. [...] The default is 200 milliseconds." So the unit answered from is
-a passage's *section* (a heading and the sentences under it, or the run of sentences before the first heading):
+a passage's *section* (a heading and the sentences under it, or the run of sentences before the first heading; an
+aside's heading, "Note", opens none):
 
 - the question's key terms (lowercased words minus stop words and weak words like "use", crudely stemmed so
   "policies" finds "policy") are weighted by how rare they are among the passages' sentences, so "default"
@@ -90,6 +91,12 @@ _HEADING_WORDS = 10
 """A one-line paragraph of at most this many words without a sentence's closing punctuation is a heading."""
 _HEADING_MARKS = "\u00b6#* \t"
 """What documentation puts around a heading: HTML manuals' pilcrow permalinks, Markdown's marks."""
+_ADMONITIONS = frozenset({"note", "notes", "tip", "hint", "important", "warning", "caution", "attention", "danger"})
+"""Headings of an aside ("Note"): it belongs to the section around it (a setting's note on Windows is about that
+setting), so it opens no section of its own."""
+_ADDED_IN_VERSION = re.compile(r"\b(?:new|added) in (?:version|release)\b", re.IGNORECASE)
+"""How manuals say when something appeared (Sphinx's ``versionadded``: "New in version 3.6."): read as "added", the
+word a question asks with ("In which version was it added?")."""
 
 
 def _stem(word: str) -> str:
@@ -242,6 +249,9 @@ def analysed(text: str) -> Analysed:
         if not paragraph.strip():
             continue
         if _is_heading(paragraph):
+            if paragraph.strip().strip(_HEADING_MARKS).lower() in _ADMONITIONS:
+                raw.append(paragraph)
+                continue
             close()
             heading, body, raw = " ".join(paragraph.strip(_HEADING_MARKS + "\n").split()), [], [paragraph]
             continue
@@ -250,7 +260,8 @@ def analysed(text: str) -> Analysed:
             sentence = " ".join(_BULLET.sub("", piece).split())
             if sentence:
                 quotable = not is_fragment(sentence) and not is_code(sentence)
-                body.append(Sentence(sentence, _words(sentence), quotable, is_prose(sentence), states_value(sentence)))
+                words = _words(sentence) + ("added " if _ADDED_IN_VERSION.search(sentence) else "")
+                body.append(Sentence(sentence, words, quotable, is_prose(sentence), states_value(sentence)))
     close()
     units = [t.words for s in sections for t in s.sentences]
     headings = tuple(n for n, s in enumerate(sections) if s.heading)

@@ -144,3 +144,50 @@ def test_a_setting_no_passage_names_is_not_answered_with_another_settings_defaul
         "\n- maintenance_work_mem (integer): It defaults to 64 megabytes (64MB). It's safe to set this value "
         "significantly larger than work_mem. [3]",
     ]  # the second sentence holds "value", the one term the first lacks
+
+
+KEEPALIVES = (
+    "tcp_keepalives_idle (integer)\n\n"
+    "Specifies the amount of time with no network activity after which the operating system should send a TCP "
+    "keepalive message to the client. A value of 0 (the default) selects the operating system's default. This "
+    "parameter is supported only on systems that support TCP_KEEPIDLE or an equivalent socket option, and on "
+    "Windows; on other systems, it must be zero.\n\n"
+    "Note\n\n"
+    "On Windows, setting a value of 0 will set this parameter to 2 hours, since Windows does not provide a way to "
+    "read the system default value.\n\n"
+    "tcp_keepalives_interval (integer)\n\n"
+    "Specifies the amount of time after which a TCP keepalive message that has not been acknowledged by the client "
+    "should be retransmitted."
+)
+
+
+def test_a_note_under_a_setting_belongs_to_that_settings_section() -> None:
+    """Regression (bench/answer_bench.py, #17): the "Note" heading opened a section of its own, which does not name
+    tcp_keepalives_idle, so the note that answers was passed over for a sentence that merely says "Windows"."""
+    question = "On Windows, what does setting tcp_keepalives_idle to 0 set it to?"
+    assert extract_answer(question, [passage(1, KEEPALIVES)]) == [
+        FOUND,
+        "\n- tcp_keepalives_idle (integer): On Windows, setting a value of 0 will set this parameter to 2 hours, "
+        "since Windows does not provide a way to read the system default value. [1]",
+    ]
+
+
+SECRETS = (
+    "secrets — Generate secure random numbers for managing secrets\n\n"
+    "New in version 3.6.\n\n"
+    "Source code: Lib/secrets.py\n\n"
+    "The secrets module is used for generating cryptographically strong random numbers suitable for managing "
+    "data such as passwords, account authentication, security tokens, and related secrets.\n\n"
+    "Copyright\n\n"
+    "This page is licensed under the Python Software Foundation License Version 2."
+)
+
+
+def test_new_in_version_answers_when_something_was_added() -> None:
+    """Regression (bench/answer_bench.py, #17): asked in which version the secrets module was added, it quoted the
+    licence's "Version 2": "New in version 3.6." shares only "version" with the question."""
+    question = "In which Python version was the secrets module added?"
+    pieces = extract_answer(question, [passage(1, SECRETS)])
+    assert pieces[0] == FOUND
+    assert "New in version 3.6." in pieces[1]
+    assert "License" not in pieces[1]
