@@ -852,3 +852,34 @@ def test_an_answer_renders_as_safe_markdown_keeps_what_it_did_not_cite_apart_and
     expect(thinking).to_have_text(re.compile(r"^thinking… [1-9]\d*\.\d s$"), timeout=10_000)
     assert user.dialogs == []
     assert user.close() == []
+
+
+def test_sentences_no_source_supports_are_folded_apart_from_the_answer_openai_standin(
+    platform: str, browser: Any, llm: OpenAIStandin
+) -> None:
+    """A model sentence resting on no passage is not in the answer; the answer says how many were left out and,
+    folded, what they said (the stand-in speaks OpenAI's wire format)."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Grounded_docs")
+    setup.embed(collection, [setup.document("parking.md", b"# Parking\n\nVisitors park in the north lot.\n")])
+    agent = setup.agent("Grounded helper", llm_provider="openai", llm_model="standin")
+    setup.assign(agent, collection)
+    llm.script = Script(tokens=("Visitors park in the north", " lot. Parking is free on", " Sundays for everyone."))
+
+    user = Console(browser, platform)
+    page = user.page
+    user.sign_in("nora")
+    page.locator("#agent-list li", has_text="Grounded helper").get_by_role("button", name="Start chat").click()
+    page.get_by_label("Your question").fill("Where do visitors park?")
+    page.get_by_role("button", name="Send").click()
+
+    answer = page.locator(".msg.assistant[data-status=complete]")
+    expect(answer.locator(".answer-text")).to_contain_text("Visitors park in the north lot.")
+    expect(answer.locator(".answer-text")).not_to_contain_text("Sundays")
+    left_out = answer.locator("details.unsupported")
+    expect(left_out.locator("summary")).to_have_text("1 sentence left out: no source supports it")
+    expect(left_out.locator("li")).to_have_text(["Parking is free on Sundays for everyone."])
+    assert user.dialogs == []
+    assert user.close() == []

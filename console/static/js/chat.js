@@ -194,6 +194,7 @@ async function stream(base, chatId, content, messages, message, download) {
       } else if (event === "done") {
         bubble.dataset.status = "complete";
         replace(sources, citationsView(data.citations ?? citations, download, data.also_retrieved ?? []));
+        bubble.append(...answerNotes(data));
       } else if (event === "error") {
         bubble.dataset.status = "error";
         bubble.append(h("p", { class: "error" }, plainWords(data)));
@@ -207,6 +208,27 @@ async function stream(base, chatId, content, messages, message, download) {
     if (!answer) waited.remove();
     bubble.removeAttribute("aria-busy");
   }
+}
+
+/**
+ * What the finished answer's metadata says beside it: which provider answered when the agent's model could not,
+ * and the model's sentences left out because no source supports them (folded away: they are not the answer).
+ */
+function answerNotes(done) {
+  const notes = [];
+  const fallback = done.llm_fallback;
+  if (fallback) {
+    notes.push(h("p", { class: "fallback muted", role: "note" },
+      `The agent's model did not answer (${fallback.detail}): these are quotes from the documents.`));
+  }
+  const left = done.grounding?.unsupported ?? [];
+  if (left.length) {
+    const summary = left.length === 1 ? "1 sentence left out: no source supports it"
+      : `${left.length} sentences left out: no source supports them`;
+    notes.push(h("details", { class: "unsupported" }, h("summary", {}, summary),
+      h("ul", {}, left.map((sentence) => h("li", {}, sentence)))));
+  }
+  return notes;
 }
 
 /** Admins may download a cited document's original from chonkit; for everyone else there is no button. */
