@@ -4,6 +4,11 @@ The attacker holds a valid token (unless the attack is the token) and knows the 
 id and document id, as a former member or a curious colleague would. Each test asserts the door stays shut
 *and* that nothing identifying the collection comes back (:func:`assert_no_leak`). Routes are enumerated from
 the apps' route tables, so a new route is attacked without anyone listing it here.
+
+The attacks that read what an answer gives back (citations, sources, also retrieved passages, history, timings,
+counts) run with ``extractive`` and with the embedded model (:data:`every_llm`): a model may write anything, so
+they also check that the model was the one answering and that it was given nothing restricted
+(:func:`answered_by`).
 """
 
 from __future__ import annotations
@@ -36,11 +41,24 @@ from common.config import Settings, load_settings
 from common.db import SingleConnectionDatabase
 from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
+from ragu.local_llm import LocalLlmServer
 from tests.conftest import TEST_SECRET, AppClient
-from tests.hardening.conftest import QUESTION, World, assert_no_leak, fill_path, is_public, operations
+from tests.hardening.conftest import (
+    QUESTION,
+    LlmCall,
+    World,
+    assert_given_nothing_restricted,
+    assert_no_leak,
+    every_llm,
+    fill_path,
+    is_public,
+    operations,
+)
 from tests.kappi.conftest import as_user, sse_events
 
 NON_MEMBER_GROUPS = ("legal",)
+BONUS_QUESTION = "How large is the executive bonus pool?"
+"""Answered from the restricted passage alone; SmolLM2 quotes it too ("... seven million crowns. [1]")."""
 
 
 def outsider(settings: Settings, *groups: str) -> dict[str, str]:
@@ -56,12 +74,21 @@ async def ask_query(kappi: httpx.AsyncClient, headers: dict[str, str], agent_id:
     return await kappi.post(f"/agents/{agent_id}/query", json={"content": QUESTION}, headers=headers, **extra)
 
 
+def answered_by(llm: str, world: World, calls: list[LlmCall], *, sent: tuple[str, ...] = ()) -> None:
+    """Every answer came from ``llm`` (not from the extractive fallback of a model that is down), and none of them
+    was given anything identifying the restricted collection."""
+    assert calls, "no answer reached an LLM"
+    assert {call.provider for call in calls} == {llm}
+    assert_given_nothing_restricted(world, calls, sent=sent)
+
+
 # -- through an agent that holds it ---------------------------------------------------------------------------
 
 
+@every_llm
 @pytest.mark.parametrize("route", ["messages", "messages/stream", "query"])
 async def test_an_agent_holding_the_collection_answers_a_non_member_without_it(
-    kappi: httpx.AsyncClient, world: World, settings: Settings, route: str
+    kappi: httpx.AsyncClient, world: World, settings: Settings, route: str, llm: str, llm_calls: list[LlmCall]
 ) -> None:
     headers = outsider(settings)
     if route == "query":
@@ -76,22 +103,31 @@ async def test_an_agent_holding_the_collection_answers_a_non_member_without_it(
     assert response.status_code == 200, response.text
     assert given_collections(given) == {world.public["name"]}
     assert_no_leak(world, response)
+    answered_by(llm, world, llm_calls)
 
 
+@every_llm
 async def test_a_member_gets_it_through_the_same_agent(
-    kappi: httpx.AsyncClient, world: World, settings: Settings
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
 ) -> None:
-    """The control for every test here: the restricted collection is reachable, so its absence means something."""
+    """The control for every test here: the restricted collection is reachable, so its absence means something
+    (and the spy on what the LLM is given sees it, so its absence there means something too)."""
     response = await ask_query(kappi, as_user(settings, "alice", "hr"), world.agent["id"])
     # The restricted passage answers the question far better: the relevance floor may keep the public one apart.
     assert world.restricted["name"] in given_collections(response.json())
     assert "bonus pool is seven million" in response.text
+    assert [call.provider for call in llm_calls] == [llm]
+    assert "bonus pool is seven million" in llm_calls[0].given
 
 
-async def test_admins_get_no_bypass_in_chat(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
+@every_llm
+async def test_admins_get_no_bypass_in_chat(
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
+) -> None:
     response = await ask_query(kappi, as_user(settings, "root", admin=True), world.agent["id"])
     assert given_collections(response.json()) == {world.public["name"]}
     assert_no_leak(world, response)
+    answered_by(llm, world, llm_calls)
 
 
 GROUP_VARIANTS = [
@@ -112,12 +148,17 @@ GROUP_VARIANTS = [
 ]
 
 
-async def test_group_name_variants_do_not_match(kappi: httpx.AsyncClient, world: World, settings: Settings) -> None:
+@every_llm
+async def test_group_name_variants_do_not_match(
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
+) -> None:
     for variant in GROUP_VARIANTS:
         response = await ask_query(kappi, as_user(settings, "mallory", variant), world.agent["id"])
         assert response.status_code == 200, (variant, response.text)
         assert given_collections(response.json()) == {world.public["name"]}, variant
         assert_no_leak(world, response)
+    assert len(llm_calls) == len(GROUP_VARIANTS)
+    answered_by(llm, world, llm_calls)
 
 
 AGENT_GROUP_VARIANTS = ["EXEC", "Exec", " exec", "exec ", "exec\n", "\u0435xec", ""]
@@ -190,8 +231,9 @@ async def test_naming_the_collection_in_a_kappi_request_field(
         assert_no_leak(world, response)
 
 
+@every_llm
 async def test_naming_the_collection_in_the_question_does_not_search_it(
-    kappi: httpx.AsyncClient, world: World, settings: Settings
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
 ) -> None:
     question = f"{world.restricted['name']} {world.restricted['id']} {world.restricted_document['id']} bonus pool"
     response = await kappi.post(
@@ -200,16 +242,20 @@ async def test_naming_the_collection_in_the_question_does_not_search_it(
     assert response.status_code == 200, response.text
     assert given_collections(response.json()) <= {world.public["name"]}  # (the floor may decline the public one)
     assert "seven million" not in response.text
+    if llm_calls:  # (declined by the floor: no LLM was asked)
+        answered_by(llm, world, llm_calls, sent=(question,))
 
 
+@every_llm
 async def test_query_parameters_and_headers_do_not_add_groups(
-    kappi: httpx.AsyncClient, world: World, settings: Settings
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
 ) -> None:
     headers = {**outsider(settings), "X-Groups": "hr", "X-Forwarded-User": "alice", "X-Roles": "admin"}
     params = {"groups": "hr", "collection": world.restricted["name"], "collection_id": world.restricted["id"]}
     response = await ask_query(kappi, headers, world.agent["id"], params=params)
     assert given_collections(response.json()) == {world.public["name"]}
     assert "seven million" not in response.text
+    answered_by(llm, world, llm_calls)
 
 
 async def test_assignment_with_a_user_token_changes_nothing(
@@ -282,15 +328,18 @@ async def test_every_non_public_route_is_401_without_a_token(
         assert result == (401, "missing_token"), (method, template, result)
 
 
+@every_llm
 async def test_the_public_metrics_name_nothing_restricted(
-    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings
-) -> None:
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str,
+    llm_calls: list[LlmCall],
+) -> None:  # fmt: skip
     """``/metrics`` needs no token: after questions to the restricted collection and a search of it, neither
     service's metrics hold any of its names or ids."""
     alice = as_user(settings, "alice", "hr")
     chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
     asked = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)
     assert world.restricted["name"] in asked.text  # the restricted collection was searched and cited
+    assert [call.provider for call in llm_calls] == [llm]  # the LLM's own metrics are counted too
     await chonkit.post(f"/collections/{world.restricted['id']}/search", json={"query": QUESTION})
     for client in (chonkit, kappi):
         response = await client.get("/metrics", headers={"Authorization": ""})
@@ -317,8 +366,9 @@ def test_every_non_public_kappi_route_resolves_to_an_authentication_check(settin
 # -- through another user's chat -------------------------------------------------------------------------------
 
 
+@every_llm
 async def test_another_users_chat_history_and_messages_are_unreachable(
-    kappi: httpx.AsyncClient, world: World, settings: Settings
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
 ) -> None:
     alice, mallory = as_user(settings, "alice", "hr"), outsider(settings)
     chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
@@ -337,6 +387,7 @@ async def test_another_users_chat_history_and_messages_are_unreachable(
         assert_no_leak(world, response)
     listing = await kappi.get("/chats", headers=mallory, params={"limit": 200})
     assert listing.json() == []
+    assert [call.provider for call in llm_calls] == [llm]  # alice's question only: mallory's never reached an LLM
     assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["title"] == title
 
 
@@ -384,8 +435,9 @@ async def test_errors_about_an_agent_name_nothing_restricted(
     assert_no_leak(world, response)
 
 
+@every_llm
 async def test_timings_and_counts_say_nothing_about_restricted_collections(
-    kappi: httpx.AsyncClient, world: World, settings: Settings
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
 ) -> None:
     headers = outsider(settings)
     chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=headers)).json()
@@ -409,6 +461,8 @@ async def test_timings_and_counts_say_nothing_about_restricted_collections(
     answer = (await ask_query(kappi, headers, world.agent["id"])).json()
     assert set(answer) == {"answer", "citations", "also_retrieved", "usage", "timings", "llm_fallback", "grounding"}
     assert_no_leak(world, stream)
+    assert done["llm_fallback"] is None
+    answered_by(llm, world, llm_calls)
 
 
 def _examples(node: Any) -> list[Any]:
@@ -448,13 +502,19 @@ async def test_openapi_documents_carry_no_examples_and_no_data(
 
 @asynccontextmanager
 async def kappi_with_stale_identities(
-    settings: Settings, db: SingleConnectionDatabase, clients: SharedClients, app_client: AppClient
+    settings: Settings,
+    db: SingleConnectionDatabase,
+    clients: SharedClients,
+    app_client: AppClient,
+    local_llm: LocalLlmServer | None,
 ) -> AsyncIterator[httpx.AsyncClient]:
     """Identity records cached for an hour: only the chunks' own ``groups`` filter can stop a revoked reader."""
-    async with app_client(create_kappi(settings, database=db, clients=clients, identity_ttl_seconds=3600)) as client:
+    app = create_kappi(settings, database=db, clients=clients, identity_ttl_seconds=3600, local_llm=local_llm)
+    async with app_client(app) as client:
         yield client
 
 
+@every_llm
 async def test_removing_the_group_applies_to_the_next_question_even_with_a_stale_identity_cache(
     chonkit: httpx.AsyncClient,
     world: World,
@@ -462,9 +522,12 @@ async def test_removing_the_group_applies_to_the_next_question_even_with_a_stale
     db: SingleConnectionDatabase,
     clients: SharedClients,
     app_client: AppClient,
+    local_llm: LocalLlmServer | None,
+    llm: str,
+    llm_calls: list[LlmCall],
 ) -> None:
     alice = as_user(settings, "alice", "hr")
-    async with kappi_with_stale_identities(settings, db, clients, app_client) as stale:
+    async with kappi_with_stale_identities(settings, db, clients, app_client, local_llm) as stale:
         before = await ask_query(stale, alice, world.agent["id"])
         assert world.restricted["name"] in given_collections(before.json())
         revoked = await chonkit.put(f"/collections/{world.restricted['id']}/groups", json={"groups": ["finance"]})
@@ -472,23 +535,37 @@ async def test_removing_the_group_applies_to_the_next_question_even_with_a_stale
         after = await ask_query(stale, alice, world.agent["id"])
     assert given_collections(after.json()) == {world.public["name"]}
     assert "seven million" not in after.text
+    assert len(llm_calls) == 2
+    answered_by(llm, world, llm_calls[1:])  # the question after the revocation
 
 
+@every_llm
 async def test_a_token_without_the_group_loses_access_in_an_existing_chat(
-    kappi: httpx.AsyncClient, world: World, settings: Settings
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
 ) -> None:
+    """The chat's history is the model's input too: the first answer, quoting the restricted collection, must not
+    be handed to the LLM as history once the asker may no longer read it."""
     member, former = as_user(settings, "alice", "hr"), as_user(settings, "alice")
     chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=member)).json()
-    first = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=member)
+    first = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": BONUS_QUESTION}, headers=member)
     assert world.restricted["name"] in given_collections(first.json()["answer"])
+    assert "seven million" in first.json()["answer"]["content"]  # what a leaked history would carry
     second = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=former)
     assert given_collections(second.json()["answer"]) == {world.public["name"]}
     assert "seven million" not in second.json()["answer"]["content"]
+    assert_no_leak(world, second)
+    assert len(llm_calls) == 2
+    answered_by(llm, world, llm_calls[1:])
+    history = (await kappi.get(f"/chats/{chat['id']}", headers=former)).json()["messages"]
+    assert [m["withheld"] for m in history if m["role"] == "assistant"] == [True, False]
+    assert "seven million" not in json.dumps(history)
+    assert world.restricted["name"] not in json.dumps(history)
 
 
 async def test_an_agent_restricted_later_stops_answering_in_existing_chats(
     kappi: httpx.AsyncClient, world: World, settings: Settings
 ) -> None:
+    """Extractive only: the question is refused (404) before any LLM is chosen, so a model has nothing to add."""
     admin, alice = as_user(settings, "root", admin=True), as_user(settings, "alice", "hr")
     chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
     await kappi.patch(f"/admin/agents/{world.agent['id']}", json={"groups": ["exec"]}, headers=admin)
@@ -497,9 +574,11 @@ async def test_an_agent_restricted_later_stops_answering_in_existing_chats(
     assert_no_leak(world, asked)
 
 
+@every_llm
 async def test_a_deleted_collection_recreated_under_the_same_name_is_not_searched(
-    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings
-) -> None:
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str,
+    llm_calls: list[LlmCall],
+) -> None:  # fmt: skip
     """Assignments pin the collection id: a new collection that takes the name is not the one assigned."""
     assert (await chonkit.delete(f"/collections/{world.restricted['id']}")).status_code == 204
     created = await chonkit.post(
@@ -508,6 +587,9 @@ async def test_a_deleted_collection_recreated_under_the_same_name_is_not_searche
     assert created.status_code == 201
     response = await ask_query(kappi, outsider(settings), world.agent["id"])
     assert given_collections(response.json()) == {world.public["name"]}
+    assert "seven million" not in response.text
+    assert [call.provider for call in llm_calls] == [llm]
+    assert "seven million" not in llm_calls[0].given
 
 
 # -- forged, expired, re-signed and confused tokens --------------------------------------------------------------
