@@ -25,6 +25,8 @@ _CANDIDATE = re.compile(
     rf"|(?<=[{_WIDE_ENDS}])[{_WIDE_ENDS}]*[{_WIDE_CLOSERS}]*(?P<wide>)\s*(?=\S)"  # CJK: no space needed
     r"|(?<=\n)[^\S\n]*\n\s*(?=\S))"  # or a blank line, which ends whatever came before it
 )
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
+"""After punctuation too, a blank line ends the sentence: "... a session.\n\nwork_mem (integer)" is two."""
 _WORD = re.compile(r"\S+")
 _NON_SPACE = re.compile(r"\S")
 
@@ -57,7 +59,9 @@ def sentence_spans(text: str, start: int, end: int) -> tuple[list[int], list[int
     begin = first.start()
     for match in _CANDIDATE.finditer(text, begin, end):
         if (stop := match.end("stop")) >= 0:
-            if not _ends_sentence(text, match.start(), stop, match.group("next")):
+            if not _ends_sentence(text, match.start(), stop, match.group("next")) and not _BLANK_LINE.search(
+                text, stop, match.end()
+            ):
                 continue
         elif (stop := match.end("wide")) < 0:
             stop = match.start()

@@ -45,6 +45,8 @@ def sentences(text: str) -> list[str]:
         ("In 2020. Then 2021.", ["In 2020.", "Then 2021."]),
         ("First line\nsecond line. Next.", ["First line\nsecond line.", "Next."]),
         ("A heading\n\nA paragraph.", ["A heading", "A paragraph."]),
+        ("Ends here.\n\nwork_mem (integer)", ["Ends here.", "work_mem (integer)"]),
+        ("See e.g.\n \nlowercase block.", ["See e.g.", "lowercase block."]),
         ("Trailing spaces  \n \n  Next part", ["Trailing spaces", "Next part"]),
         ("  \n Padded text.  ", ["Padded text."]),
         ("No terminal punctuation", ["No terminal punctuation"]),
