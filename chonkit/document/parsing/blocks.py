@@ -53,6 +53,20 @@ class BlockBuilder:
         self._heading_path = tuple(title for _, title in self._headings)
         self._append(text, "heading", heading_path=self._heading_path, level=level)
 
+    def close_headings(self, level: int) -> None:
+        """End the headings of ``level`` and below without a new one: what follows is back under the outer ones.
+
+        A definition list's terms head their definitions only; the text after the list is not under its last term.
+        """
+        while self._headings and self._headings[-1][0] >= level:
+            self._headings.pop()
+        self._heading_path = tuple(title for _, title in self._headings)
+
+    @property
+    def heading_level(self) -> int:
+        """The level of the innermost open heading (0 outside every heading)."""
+        return self._headings[-1][0] if self._headings else 0
+
     def end_section(self, *, page_start: int | None = None, page_end: int | None = None) -> None:
         """Close the blocks added so far into a section that chunks may not cross."""
         self._sections.append(Section(blocks=tuple(self._blocks), page_start=page_start, page_end=page_end))

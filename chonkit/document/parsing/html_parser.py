@@ -4,6 +4,11 @@ Why lexbor: it builds the same tree a browser does (implied end tags, misnested 
 15x faster than the stdlib tokenizer. Its one weakness is scope scans that make block elements nested
 tens of thousands deep quadratic, so, like Blink, we cap nesting depth before parsing (see
 :func:`cap_nesting`). The tree is then walked with an explicit loop: no recursion, any depth.
+
+A definition list's terms (``<dt>``) are headings one level below the heading the list is under: manuals name a
+setting or a function there (``temp_buffers (integer)``, Sphinx's ``<dt class="sig">`` signatures) and describe
+it in the ``<dd>``, so its description's chunks carry its name in their heading path. A term made only of links
+is a table of contents' entry, not a heading; the text after a list is back under the list's own heading.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ _GROUPING = frozenset(
 _TEXT_BLOCKS = frozenset({"caption", "dd", "dl", "dt", "form", "hgroup", "hr", "li", "ol", "p", "summary", "ul"})
 _BLOCK_TAGS = _SECTIONING | _GROUPING | _TEXT_BLOCKS
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
-_CONTAINERS = {"table": "table", "ul": "list", "ol": "list", "pre": "pre", "listing": "pre"} | dict.fromkeys(
-    _HEADINGS, "heading"
+_CONTAINERS = {"table": "table", "ul": "list", "ol": "list", "pre": "pre", "listing": "pre", "dt": "term"} | (
+    dict.fromkeys(_HEADINGS, "heading")
 )
 _LINE_BREAK = "\x00"
 """Marks a ``<br>`` in collected text; the tree builder drops NUL characters, so it cannot clash."""
@@ -86,6 +91,9 @@ class _HtmlBlocks:
         self._lines: list[str] = []  # finished rows of a table or items of a list
         self._cells: list[str] = []
         self._item_indent = 0
+        self._term_levels: list[int] = []  # the heading level of each open definition list's terms
+        self._link_parts = 0  # where the text of the term's open link began in self._text
+        self._link_chars = 0  # non-space characters of the open term's text inside links
 
     def walk(self, root: LexborNode) -> None:
         root_id = root.mem_id
@@ -124,9 +132,12 @@ class _HtmlBlocks:
             if kind is not None:
                 self._flush_paragraph()
                 self._container, self._container_tag, self._depth = kind, tag, 1
-                self._item_indent = 0
+                self._item_indent = self._link_chars = 0
             elif tag in _BLOCK_TAGS:
                 self._flush_paragraph()
+                self._open_terms(tag)
+        elif self._container == "term" and _is_link(tag, node):
+            self._link_parts = len(self._text)
         elif kind == self._container:
             self._depth += 1
             if kind == "list":
@@ -143,7 +154,11 @@ class _HtmlBlocks:
         if self._container is None:
             if tag in _BLOCK_TAGS:
                 self._flush_paragraph()
+                if tag == "dl" and self._term_levels:
+                    self._builder.close_headings(self._term_levels.pop())
             return
+        if self._container == "term" and _is_link(tag, node):
+            self._link_chars += _visible_chars(self._text[self._link_parts :])
         kind = _CONTAINERS.get(tag)
         if kind == self._container:
             self._depth -= 1
@@ -171,9 +186,23 @@ class _HtmlBlocks:
             self._builder.add("\n".join(self._lines), "list")
         elif container == "heading":
             self._builder.add_heading(_collapse(self._take_text()), _HEADINGS[self._container_tag])
+        elif container == "term":
+            self._end_term()
         else:
             self._builder.add("".join(self._take_text()).replace(_LINE_BREAK, "\n"), "code")
         self._lines = []
+
+    def _open_terms(self, tag: str) -> None:
+        if tag == "dl":
+            self._term_levels.append(self._builder.heading_level + 1)
+
+    def _end_term(self) -> None:
+        parts = self._take_text()
+        term = _collapse(parts)
+        if self._term_levels and self._link_chars < _visible_chars(parts):
+            self._builder.add_heading(term, self._term_levels[-1])
+        else:  # a table of contents' entry, or a term outside any list
+            self._builder.add(term, "paragraph")
 
     def _end_row(self) -> None:
         if stray := _collapse(self._take_text()):
@@ -193,6 +222,14 @@ class _HtmlBlocks:
     def _take_text(self) -> list[str]:
         text, self._text = self._text, []
         return text
+
+
+def _is_link(tag: str, node: LexborNode) -> bool:
+    return tag == "a" and node.attributes.get("href") is not None
+
+
+def _visible_chars(parts: list[str]) -> int:
+    return len("".join("".join(parts).split()))
 
 
 def _collapse(parts: list[str]) -> str:
