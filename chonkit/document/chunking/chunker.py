@@ -3,10 +3,15 @@
 Every strategy works one :class:`Section` at a time, so no chunk ever mixes two sections, and
 yields source spans; this module turns spans into :class:`Chunk` s, counting all their tokens in
 one tokenizer call and reporting (never truncating) the ones longer than the model accepts.
+
+A chunk's ``text`` is a *header* (the headings it sits under; none for ``parent_child`` or ``fixed`` without
+``repeat_headings``) followed by its ``content``, so ``text[len(text) - (char_end - char_start):]`` is always the
+source span: what a reader strips to join neighbouring chunks.
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,11 +26,15 @@ from chonkit.document.chunking.config import (
 from chonkit.document.chunking.models import Chunk, ChunkResult
 from chonkit.document.chunking.packing import Meter, split_region
 from chonkit.document.chunking.tokens import TokenCounter
-from chonkit.document.parsed import ParsedDocument, Section
+from chonkit.document.parsed import Block, ParsedDocument, Section
 from common.errors import AppError, InvalidInput
 
+_NON_SPACE = re.compile(r"\S")
+
 HEADING_SEPARATOR = " > "
-"""Joins a heading path in the embedded text: ``Guide > Install > Linux``."""
+"""Joins a heading path in the embedded text of ``structure``: ``Guide > Install > Linux``."""
+HEADING_LINE_SEPARATOR = "\n\n"
+"""Ends each heading ``fixed`` repeats: the headings read as the document shows them above a section's text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +70,7 @@ def chunk(doc: ParsedDocument, config: ChunkConfig, tokenizer: TokenCounter, *, 
     parents: list[_Span] = []
     match config:
         case FixedChunking():
-            spans = _fixed(text, doc.sections, config, meter)
+            spans = _fixed(text, doc.sections, config, meter, layout)
         case StructureChunking():
             spans = _structure(text, doc.sections, config, meter)
         case ParentChildChunking():
@@ -72,14 +81,51 @@ def chunk(doc: ParsedDocument, config: ChunkConfig, tokenizer: TokenCounter, *, 
     return ChunkResult(chunks=chunks, parents=layout.chunks(parents, tokenizer), oversized=oversized)
 
 
-def _fixed(text: str, sections: tuple[Section, ...], config: FixedChunking, meter: Meter) -> list[_Span]:
+def _fixed(
+    text: str, sections: tuple[Section, ...], config: FixedChunking, meter: Meter, layout: _Layout
+) -> list[_Span]:
     spans: list[_Span] = []
+    headers = _Headers(layout, config.size, meter) if config.repeat_headings else None
     for start, end in _section_regions(sections):
         starts, ends = split_region(
-            text, start, end, budget=config.size, overlap=config.overlap, snap=config.snap_to_sentences, meter=meter
+            text,
+            start,
+            end,
+            budget=config.size,
+            overlap=config.overlap,
+            snap=config.snap_to_sentences,
+            meter=meter,
+            reserve=None if headers is None else headers.cost,
         )
-        spans += map(_Span, starts, ends)
+        prefixes = [""] * len(starts) if headers is None else map(headers.header, starts)
+        spans += (_Span(first, last, prefix=prefix) for first, last, prefix in zip(starts, ends, prefixes, strict=True))
     return spans
+
+
+class _Headers:
+    """The headings a ``fixed`` chunk repeats, by the offset it starts at: the path of the block it starts in,
+    less that block itself when it is a heading (its text opens the chunk already), outer headings dropped
+    while they would take more than half of ``size``. Every path's candidates are measured in one call."""
+
+    def __init__(self, layout: _Layout, size: int, meter: Meter) -> None:
+        self._layout = layout
+        paths = list(dict.fromkeys(layout.paths_above()))
+        candidates = [(path, _header_lines(path[first:])) for path in paths for first in range(len(path))]
+        costs = meter.measure([header for _, header in candidates])
+        self._by_path: dict[tuple[str, ...], tuple[str, int]] = dict.fromkeys(paths, ("", 0))
+        for (path, header), cost in reversed(list(zip(candidates, costs, strict=True))):
+            if cost <= size // 2:  # reversed: the longest header that fits is written last
+                self._by_path[path] = header, cost
+
+    def header(self, offset: int) -> str:
+        return self._by_path[self._layout.path_above(offset)][0]
+
+    def cost(self, offset: int) -> int:
+        return self._by_path[self._layout.path_above(offset)][1]
+
+
+def _header_lines(path: tuple[str, ...]) -> str:
+    return "".join(heading + HEADING_LINE_SEPARATOR for heading in path)
 
 
 def _structure(text: str, sections: tuple[Section, ...], config: StructureChunking, meter: Meter) -> list[_Span]:
@@ -180,6 +226,17 @@ class _Layout:
                     code="invalid_block_offsets",
                 )
 
+    def paths_above(self) -> list[tuple[str, ...]]:
+        """:meth:`path_above` of each block's text."""
+        return [_above(block) for block in self._blocks]
+
+    def path_above(self, offset: int) -> tuple[str, ...]:
+        """The headings above the first text at or after ``offset`` (where a chunk starting there starts once
+        trimmed), not counting the heading that text may itself be."""
+        found = _NON_SPACE.search(self._text, offset)
+        at = offset if found is None else found.start()
+        return _above(self._blocks[max(0, bisect_right(self._starts, at) - 1)])
+
     def chunks(self, spans: list[_Span], tokenizer: TokenCounter) -> list[Chunk]:
         """Chunks for ``spans`` in order, their tokens counted in one call."""
         contents = [self._text[span.start : span.end] for span in spans]
@@ -206,3 +263,7 @@ class _Layout:
                 )
             )
         return found
+
+
+def _above(block: Block) -> tuple[str, ...]:
+    return block.heading_path[:-1] if block.kind == "heading" else block.heading_path

@@ -32,11 +32,18 @@ class FixedChunking(_Strategy, frozen=True, kw_only=True, forbid_unknown_fields=
     With ``snap_to_sentences`` a window never ends inside a sentence unless that sentence alone is
     larger than ``size`` (then it is cut between words, and a word larger than ``size`` between
     characters or tokens), and the overlap is whole sentences.
+
+    With ``repeat_headings`` (a contextual chunk header) each chunk's embedded and keyword-indexed text starts
+    with the headings above its first line, one a line, as the document shows them: a chunk that continues a
+    section ("The default is eight megabytes.") is found by the section's name (``temp_buffers (integer)``) in
+    both retrieval legs. ``size`` includes them; outer headings are left out when they would fill more than half
+    of it. A document without headings is chunked exactly as without the option.
     """
 
     size: int = 250
     overlap: int = 25
     snap_to_sentences: bool = True
+    repeat_headings: bool = True
 
 
 class StructureChunking(_Strategy, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="structure"):
@@ -78,7 +85,8 @@ def default_chunk_config() -> ChunkConfig:
     """The config of a collection created without one.
 
     250 tokens fit the smallest common embedding window (256 for all-MiniLM-L6-v2, special tokens
-    included); 10 % overlap keeps a fact that straddles a cut findable from either side.
+    included); 10 % overlap keeps a fact that straddles a cut findable from either side; repeated headings
+    let a chunk that continues a section be found by its name (docs/benchmarks.md, "Contextual chunk headers").
     """
     return FixedChunking()
 

@@ -9,7 +9,8 @@ class Chunk(msgspec.Struct, frozen=True, kw_only=True):
     """A piece of a document, as embedded (``text``) and as found in the source (``content``).
 
     ``doc.text[char_start:char_end] == content`` always holds, so a citation can highlight the exact
-    source; ``text`` differs from ``content`` only by the heading path that ``structure`` puts first.
+    source; ``text`` is ``content`` after a header of the headings above it (``structure``, and ``fixed`` with
+    ``repeat_headings``), so ``text`` always ends with ``content``.
     """
 
     index: int

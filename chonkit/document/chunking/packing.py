@@ -3,14 +3,15 @@
 The text is first divided into *atoms*: sentences when snapping (a sentence larger than the budget
 becomes words, a word larger than the budget becomes characters or tokens), else words or tokens.
 Atoms are measured in one batched tokenizer call, and windows are packed greedily with binary
-searches over cumulative sizes, so the Python work is per atom, never per character.
+searches over cumulative sizes, so the Python work is per atom, never per character. A window may give up
+part of its budget to text put before it (``reserve``: a chunk's repeated headings), by where it starts.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 from chonkit.document.chunking.config import Unit
@@ -59,56 +60,78 @@ class Meter:
         return [known[text] for text in texts]
 
 
-def split_region(text: str, start: int, end: int, *, budget: int, overlap: int, snap: bool, meter: Meter) -> Spans:
-    """Windows over ``text[start:end]`` as parallel start and end offsets (edges may hold whitespace)."""
+Reserve = Callable[[int], int]
+"""Units a window starting at this offset leaves to what goes before it (at least 0, below the budget)."""
+
+
+def split_region(
+    text: str,
+    start: int,
+    end: int,
+    *,
+    budget: int,
+    overlap: int,
+    snap: bool,
+    meter: Meter,
+    reserve: Reserve | None = None,
+) -> Spans:
+    """Windows over ``text[start:end]`` as parallel start and end offsets (edges may hold whitespace).
+
+    With ``reserve``, a window starting at offset ``s`` holds at most ``budget - reserve(s)`` units.
+    """
     if not snap and meter.in_characters:
-        return _character_windows(text, start, end, budget, overlap)
+        return _character_windows(text, start, end, budget, overlap, reserve=reserve)
     if snap:
         starts, ends = sentence_spans(text, start, end)
-        starts, ends, costs = _refine(text, starts, ends, budget, meter, into_words=True)
+        atom_budget = budget - max(map(reserve, starts), default=0) if reserve else budget
+        starts, ends, costs = _refine(text, starts, ends, atom_budget, meter, into_words=True)
     elif tokens := meter.token_spans(text, start, end):
         starts, ends = tokens
         costs = [1] * len(starts)
     else:
         starts, ends = word_spans(text, start, end)
-        starts, ends, costs = _refine(text, starts, ends, budget, meter, into_words=False)
+        atom_budget = budget - max(map(reserve, starts), default=0) if reserve else budget
+        starts, ends, costs = _refine(text, starts, ends, atom_budget, meter, into_words=False)
     if meter.in_characters:
         lo, hi = starts, ends  # a window's size is its span, whitespace between atoms included
     else:
         hi = list(accumulate(costs))
         lo = [total - cost for total, cost in zip(hi, costs, strict=True)]
-    first_last = _windows(lo, hi, budget, overlap)
+    budgets = [budget - reserve(first) for first in starts] if reserve else [budget] * len(starts)
+    first_last = _windows(lo, hi, budgets, overlap)
     return [starts[first] for first, _ in first_last], [ends[last] for _, last in first_last]
 
 
-def _character_windows(text: str, start: int, end: int, size: int, overlap: int) -> Spans:
+def _character_windows(text: str, start: int, end: int, size: int, overlap: int, *, reserve: Reserve | None) -> Spans:
     """Exact windows of ``size`` characters, each starting on a non-space so none repeats the last."""
     while end > start and text[end - 1].isspace():
         end -= 1
     starts: list[int] = []
     ends: list[int] = []
     while first := _NON_SPACE.search(text, start, end):
+        window = size - reserve(first.start()) if reserve else size
         starts.append(first.start())
-        ends.append(min(first.start() + size, end))
+        ends.append(min(first.start() + window, end))
         if ends[-1] == end:
             break
-        start = ends[-1] - overlap
+        start = max(ends[-1] - min(overlap, window - 1), first.start() + 1)
     return starts, ends
 
 
-def _windows(lo: list[int], hi: list[int], budget: int, overlap: int) -> list[tuple[int, int]]:
-    """Greedy ``(first, last)`` atom ranges: atom ``i`` spans ``lo[i]..hi[i]`` on a cumulative scale."""
+def _windows(lo: list[int], hi: list[int], budgets: list[int], overlap: int) -> list[tuple[int, int]]:
+    """Greedy ``(first, last)`` atom ranges: atom ``i`` spans ``lo[i]..hi[i]`` on a cumulative scale, and a
+    window starting at atom ``i`` holds ``budgets[i]``."""
     found: list[tuple[int, int]] = []
     count = len(lo)
     first = 0
     while first < count:
-        last = max(first, bisect_right(hi, lo[first] + budget, first) - 1)  # an oversized atom stands alone
+        last = max(first, bisect_right(hi, lo[first] + budgets[first], first) - 1)  # an oversized atom stands alone
         found.append((first, last))
         if last == count - 1:
             break
         nxt = bisect_left(lo, hi[last] - overlap, first + 1, last + 1)
-        if hi[last + 1] - lo[nxt] > budget:  # keeping that much overlap would repeat this window
-            nxt = bisect_left(lo, hi[last + 1] - budget, nxt, last + 1)
+        while nxt <= last and hi[last + 1] - lo[nxt] > budgets[nxt]:  # that much overlap would repeat this window
+            nxt += 1
         first = nxt
     return found
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+import msgspec
+
 from chonkit.document.chunking import CharacterCounter, ChunkResult, FixedChunking, chunk
 from chonkit.document.chunking.tokens import TokenOffsets
 
@@ -219,7 +221,8 @@ def test_heading_path_is_that_of_the_block_a_chunk_starts_in(make_doc: Any, make
             make_block("We go home now.", heading_path=("Guide", "Usage")),
         ]
     )
-    result = chunk(doc, characters(20, 0), CHARACTERS, max_tokens=None)
+    config = msgspec.structs.replace(characters(20, 0), repeat_headings=False)
+    result = chunk(doc, config, CHARACTERS, max_tokens=None)
     assert [(c.content, c.heading_path) for c in result.chunks] == [
         ("Guide\n\nThe cat sat.", ("Guide",)),
         ("Usage", ("Guide", "Usage")),

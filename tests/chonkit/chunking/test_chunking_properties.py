@@ -8,6 +8,7 @@ exceeded where a word had to be cut (tokens are counted per word, so only a cut 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from itertools import pairwise
 from typing import Any
 
@@ -81,7 +82,13 @@ def configs(draw: st.DrawFn) -> ChunkConfig:
     overlap = draw(st.integers(0, size - 1))
     if strategy == "structure":
         return StructureChunking(unit=unit, size=size, overlap=overlap)
-    return FixedChunking(unit=unit, size=size, overlap=overlap, snap_to_sentences=draw(st.booleans()))
+    return FixedChunking(
+        unit=unit,
+        size=size,
+        overlap=overlap,
+        snap_to_sentences=draw(st.booleans()),
+        repeat_headings=draw(st.booleans()),
+    )
 
 
 class _Builder:
@@ -144,7 +151,7 @@ def _check(doc: ParsedDocument, config: ChunkConfig, counter: Any, *, additive: 
     assert starts == sorted(set(starts))
     assert [c.char_end for c in result.chunks] == sorted(c.char_end for c in result.chunks)
     _check_coverage(doc, result, config)
-    _check_text_and_sizes(text, result, config, additive=additive)
+    _check_text_and_sizes(doc, result, config, additive=additive)
 
 
 def _check_coverage(doc: ParsedDocument, result: ChunkResult, config: ChunkConfig) -> None:
@@ -171,7 +178,10 @@ def _check_coverage(doc: ParsedDocument, result: ChunkResult, config: ChunkConfi
         assert all(c.parent_index is None for c in result.chunks)
 
 
-def _check_text_and_sizes(text: str, result: ChunkResult, config: ChunkConfig, *, additive: bool) -> None:
+def _check_text_and_sizes(doc: ParsedDocument, result: ChunkResult, config: ChunkConfig, *, additive: bool) -> None:
+    text = doc.text
+    starts = [block.char_start for block in doc.blocks]
+
     def cuts_a_word(start: int, end: int) -> bool:
         return (start > 0 and not text[start - 1].isspace()) or (end < len(text) and not text[end].isspace())
 
@@ -188,6 +198,14 @@ def _check_text_and_sizes(text: str, result: ChunkResult, config: ChunkConfig, *
                 headings = prefix.removesuffix("\n\n").split(HEADING_SEPARATOR)
                 assert prefix.endswith("\n\n")
                 assert tuple(headings) == piece.heading_path[-len(headings) :]
+        elif isinstance(config, FixedChunking) and config.repeat_headings:
+            # The headings above the block it starts in (less that block when it is a heading), one a line;
+            # outer ones may be left out, never inner ones.
+            assert piece.text.endswith(piece.content)
+            header = piece.text[: len(piece.text) - len(piece.content)]
+            first = doc.blocks[bisect_right(starts, piece.char_start) - 1]
+            above = first.heading_path[:-1] if first.kind == "heading" else first.heading_path
+            assert header == "".join(f"{h}\n\n" for h in above[len(above) - header.count("\n\n") :])
         else:
             assert piece.text == piece.content
     sized = [(p, config.child_size if isinstance(config, ParentChildChunking) else config.size) for p in result.chunks]
