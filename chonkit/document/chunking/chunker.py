@@ -11,6 +11,7 @@ source span: what a reader strips to join neighbouring chunks.
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -96,6 +97,7 @@ def _fixed(
             snap=config.snap_to_sentences,
             meter=meter,
             reserve=None if headers is None else headers.cost,
+            breaks=layout.heading_starts if config.snap_to_headings else (),
         )
         prefixes = [""] * len(starts) if headers is None else map(headers.header, starts)
         spans += (_Span(first, last, prefix=prefix) for first, last, prefix in zip(starts, ends, prefixes, strict=True))
@@ -225,6 +227,11 @@ class _Layout:
                     f"Block at {block.char_start}..{block.char_end} does not match the document text",
                     code="invalid_block_offsets",
                 )
+
+    @functools.cached_property
+    def heading_starts(self) -> list[int]:
+        """Where each heading block starts, in order."""
+        return [block.char_start for block in self._blocks if block.kind == "heading"]
 
     def paths_above(self) -> list[tuple[str, ...]]:
         """:meth:`path_above` of each block's text."""

@@ -37,13 +37,17 @@ class FixedChunking(_Strategy, frozen=True, kw_only=True, forbid_unknown_fields=
     with the headings above its first line, one a line, as the document shows them: a chunk that continues a
     section ("The default is eight megabytes.") is found by the section's name (``temp_buffers (integer)``) in
     both retrieval legs. ``size`` includes them; outer headings are left out when they would fill more than half
-    of it. A document without headings is chunked exactly as without the option.
+    of it. With ``snap_to_headings`` a window that would run past a heading ends before it instead, when at least
+    half of it comes before, and the next one starts at the heading (with no overlap): a section's opening lines
+    are not left at the end of a chunk that belongs to the section before. A document without headings is chunked
+    exactly as without either option.
     """
 
     size: int = 250
     overlap: int = 25
     snap_to_sentences: bool = True
     repeat_headings: bool = True
+    snap_to_headings: bool = True
 
 
 class StructureChunking(_Strategy, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="structure"):

@@ -4,7 +4,8 @@ The text is first divided into *atoms*: sentences when snapping (a sentence larg
 becomes words, a word larger than the budget becomes characters or tokens), else words or tokens.
 Atoms are measured in one batched tokenizer call, and windows are packed greedily with binary
 searches over cumulative sizes, so the Python work is per atom, never per character. A window may give up
-part of its budget to text put before it (``reserve``: a chunk's repeated headings), by where it starts.
+part of its budget to text put before it (``reserve``: a chunk's repeated headings), by where it starts, and may
+end early at a *break* (a heading), so that the next window starts there.
 """
 
 from __future__ import annotations
@@ -74,13 +75,16 @@ def split_region(
     snap: bool,
     meter: Meter,
     reserve: Reserve | None = None,
+    breaks: Sequence[int] = (),
 ) -> Spans:
     """Windows over ``text[start:end]`` as parallel start and end offsets (edges may hold whitespace).
 
-    With ``reserve``, a window starting at offset ``s`` holds at most ``budget - reserve(s)`` units.
+    With ``reserve``, a window starting at offset ``s`` holds at most ``budget - reserve(s)`` units. A window
+    that would run past one of ``breaks`` (sorted offsets) ends before the last such break instead, when what it
+    holds before it fills at least half the window; the next window starts at that break, with no overlap.
     """
     if not snap and meter.in_characters:
-        return _character_windows(text, start, end, budget, overlap, reserve=reserve)
+        return _character_windows(text, start, end, budget, overlap, reserve=reserve, breaks=breaks)
     if snap:
         starts, ends = sentence_spans(text, start, end)
         atom_budget = budget - max(map(reserve, starts), default=0) if reserve else budget
@@ -98,34 +102,50 @@ def split_region(
         hi = list(accumulate(costs))
         lo = [total - cost for total, cost in zip(hi, costs, strict=True)]
     budgets = [budget - reserve(first) for first in starts] if reserve else [budget] * len(starts)
-    first_last = _windows(lo, hi, budgets, overlap)
+    wanted = set(breaks)
+    first_last = _windows(lo, hi, budgets, overlap, [first in wanted for first in starts])
     return [starts[first] for first, _ in first_last], [ends[last] for _, last in first_last]
 
 
-def _character_windows(text: str, start: int, end: int, size: int, overlap: int, *, reserve: Reserve | None) -> Spans:
+def _character_windows(
+    text: str, start: int, end: int, size: int, overlap: int, *, reserve: Reserve | None, breaks: Sequence[int]
+) -> Spans:
     """Exact windows of ``size`` characters, each starting on a non-space so none repeats the last."""
     while end > start and text[end - 1].isspace():
         end -= 1
     starts: list[int] = []
     ends: list[int] = []
     while first := _NON_SPACE.search(text, start, end):
-        window = size - reserve(first.start()) if reserve else size
-        starts.append(first.start())
-        ends.append(min(first.start() + window, end))
+        at = first.start()
+        window = size - reserve(at) if reserve else size
+        starts.append(at)
+        ends.append(min(at + window, end))
         if ends[-1] == end:
             break
-        start = max(ends[-1] - min(overlap, window - 1), first.start() + 1)
+        cut = bisect_left(breaks, ends[-1]) - 1
+        if cut >= 0 and breaks[cut] - at >= window // 2 and breaks[cut] > at:
+            ends[-1] = start = breaks[cut]
+            continue
+        start = max(ends[-1] - min(overlap, window - 1), at + 1)
     return starts, ends
 
 
-def _windows(lo: list[int], hi: list[int], budgets: list[int], overlap: int) -> list[tuple[int, int]]:
-    """Greedy ``(first, last)`` atom ranges: atom ``i`` spans ``lo[i]..hi[i]`` on a cumulative scale, and a
-    window starting at atom ``i`` holds ``budgets[i]``."""
+def _windows(
+    lo: list[int], hi: list[int], budgets: list[int], overlap: int, breaks: list[bool]
+) -> list[tuple[int, int]]:
+    """Greedy ``(first, last)`` atom ranges: atom ``i`` spans ``lo[i]..hi[i]`` on a cumulative scale, a window
+    starting at atom ``i`` holds ``budgets[i]``, and one that would hold an atom with ``breaks[i]`` after its first
+    ends before the last of them if at least half of it comes before."""
     found: list[tuple[int, int]] = []
     count = len(lo)
     first = 0
     while first < count:
         last = max(first, bisect_right(hi, lo[first] + budgets[first], first) - 1)  # an oversized atom stands alone
+        cut = next((b for b in range(last, first, -1) if breaks[b]), None) if last < count - 1 else None
+        if cut is not None and hi[cut - 1] - lo[first] >= budgets[first] // 2:
+            found.append((first, cut - 1))
+            first = cut  # no overlap: what comes before a break belongs to another section
+            continue
         found.append((first, last))
         if last == count - 1:
             break

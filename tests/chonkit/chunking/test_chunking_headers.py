@@ -1,4 +1,5 @@
-"""``fixed`` with ``repeat_headings`` (the default): each chunk's text starts with the headings above it."""
+"""``fixed`` with ``repeat_headings`` and ``snap_to_headings`` (the default): each chunk's text starts with the
+headings above it, and a chunk that would run into the next section ends before its heading."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import msgspec
 
 from chonkit.document.chunking import CharacterCounter, FixedChunking, chunk, default_chunk_config
 from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.embedding.worker import config_hash
 
 CHARACTERS = CharacterCounter()
 
@@ -112,8 +114,56 @@ def test_a_manual_setting_continued_in_the_next_chunk_is_named_in_it() -> None:
     assert continued.text == header + "The default is eight megabytes (8MB)."
 
 
+TWO_SETTINGS = """# Memory
+
+## temp_buffers
+
+The default is eight megabytes.
+
+## work_mem
+
+Sets the base memory. The default is four megabytes."""
+
+
+def test_a_chunk_that_would_run_into_the_next_section_ends_before_its_heading(markdown_doc: Any) -> None:
+    doc = markdown_doc(TWO_SETTINGS)
+    snapped = chunk(doc, characters(80), CHARACTERS, max_tokens=None)
+    assert [c.text for c in snapped.chunks] == [
+        "Memory\n\ntemp_buffers\n\nThe default is eight megabytes.",
+        "Memory\n\nwork_mem\n\nSets the base memory. The default is four megabytes.",
+    ]
+    assert snapped.chunks[1].content.startswith("work_mem")
+    # Without it the first chunk ends with the next section's heading, and the next one starts below it.
+    plain = chunk(doc, characters(80, snap_to_headings=False), CHARACTERS, max_tokens=None)
+    assert plain.chunks[0].content.endswith("eight megabytes.\n\nwork_mem")
+    assert plain.chunks[1].content.startswith("Sets the base memory.")
+
+
+def test_a_heading_early_in_a_window_does_not_cut_it(markdown_doc: Any) -> None:
+    doc = markdown_doc("# A\n\nShort.\n\n## B\n\nThe cat sat on the mat today. The dog ran far away from home.")
+    # Only "A\n\nShort." (9 of 60 characters) comes before B: the window runs on past it.
+    assert [c.text for c in chunk(doc, characters(60), CHARACTERS, max_tokens=None).chunks] == [
+        "A\n\nShort.\n\nB\n\nThe cat sat on the mat today.",
+        "A\n\nB\n\nThe dog ran far away from home.",
+    ]
+
+
+def test_unsnapped_character_windows_end_before_a_heading_too(markdown_doc: Any) -> None:
+    doc = markdown_doc("# T\n\nabcdefghij\n\n## U\n\nklmnopqrstuvwxyz")
+    result = chunk(doc, characters(20, 3, snap_to_sentences=False), CHARACTERS, max_tokens=None)
+    # The first window stops at U (15 of its 20 characters before it); the next starts there with no overlap.
+    assert [(c.text, c.char_start) for c in result.chunks] == [
+        ("T\n\nabcdefghij", 0),
+        ("T\n\nU\n\nklmnopqrstuvwx", 15),
+        ("T\n\nU\n\nvwxyz", 29),
+    ]
+
+
 def test_the_default_config_repeats_headings_and_old_stored_configs_read_as_the_default() -> None:
-    assert default_chunk_config() == FixedChunking(repeat_headings=True)
+    assert default_chunk_config() == FixedChunking(repeat_headings=True, snap_to_headings=True)
     stored = {"strategy": "fixed", "unit": "tokens", "size": 250, "overlap": 25, "snap_to_sentences": True}
     assert msgspec.convert(stored, FixedChunking).repeat_headings is True
     assert msgspec.convert({**stored, "repeat_headings": False}, FixedChunking).repeat_headings is False
+    # A document chunked before has another config hash, so adding it to its collection again re-chunks it.
+    model = "all-MiniLM-L6-v2"
+    assert config_hash(None, msgspec.to_builtins(default_chunk_config()), model) != config_hash(None, stored, model)

@@ -88,6 +88,7 @@ def configs(draw: st.DrawFn) -> ChunkConfig:
         overlap=overlap,
         snap_to_sentences=draw(st.booleans()),
         repeat_headings=draw(st.booleans()),
+        snap_to_headings=draw(st.booleans()),
     )
 
 
