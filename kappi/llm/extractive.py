@@ -71,6 +71,9 @@ _NOT_PLURAL = ("ss", "us", "is")  # guess, status, analysis
 _NOT_WORD = re.compile(r"[^\w]+")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)+|\w*[A-Za-z0-9]_\w+|__\w+__")
 """A name spelled like code: dotted (``sqlite3.connect``) or with an inner underscore (``max_connections``)."""
+_MAY_NAME = re.compile(r"_|\w(?:\.|::)[A-Za-z_]")
+"""What every :data:`_IDENTIFIER` match holds: a text without it names nothing, found in one linear scan (the
+identifier pattern backtracks over every word of a text that has none, as most questions and sentences do)."""
 _VALUE_QUESTION = re.compile(
     r"\b(?:how (?:many|much|long|large|big|often|old)|default|maximum|minimum|range|size|limit|version|port"
     r"|number|timeout|length|value)\b",
@@ -105,6 +108,8 @@ def _stem(word: str) -> str:
     Stems are matched as word prefixes, so "approved" (stem "approv") also finds "approval"; crude, but cheap
     and predictable.
     """
+    if not word.endswith(_SUFFIXES):
+        return word  # most words: one C call instead of one per suffix
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word if suffix == "s" and word.endswith(_NOT_PLURAL) else word[: -len(suffix)]
@@ -126,6 +131,8 @@ def key_terms(question: str) -> list[str]:
 
 def identifiers(question: str) -> list[str]:
     """The names the question spells like code, lowercased: ``max_connections``, ``json.jsondecodeerror``."""
+    if _MAY_NAME.search(question) is None:
+        return []
     return list(dict.fromkeys(m.group().lower().strip(".") for m in _IDENTIFIER.finditer(question)))
 
 
@@ -279,16 +286,20 @@ def _held(passage: Analysed, needles: Sequence[str], frequency: list[int]) -> di
     """Per unit of the passage (sentence, then heading), the key terms it holds; adds to each term's count of
     units holding it."""
     held: dict[int, set[int]] = {}
-    words, starts = passage.words, passage.starts
+    starts, find, unit_of = passage.starts, passage.words.find, bisect.bisect_right
     for i, needle in enumerate(needles):
-        at, last = words.find(needle), -1
+        at, last, step = find(needle), -1, len(needle)
         while at >= 0:
-            unit = bisect.bisect_right(starts, at) - 1
+            unit = unit_of(starts, at) - 1
             if unit != last:
-                held.setdefault(unit, set()).add(i)
+                terms = held.get(unit)
+                if terms is None:
+                    held[unit] = {i}
+                else:
+                    terms.add(i)
                 frequency[i] += 1
                 last = unit
-            at = words.find(needle, at + len(needle))
+            at = find(needle, at + step)
     return held
 
 
@@ -409,18 +420,18 @@ def extract_answer(
     weights = [math.log(1 + units / (1 + df)) for df in frequency]
     best: _Answer | None = None
     best_rank: tuple[float, ...] = ()
+    subjects = _Subjects(passages, needles, weights)
     for n, (passage, analysis, held) in enumerate(zip(passages, per_passage, held_per_passage, strict=True)):
-        source = _source_words(passage.document_name, passage.collection)
-        subject = frozenset(i for i, needle in enumerate(needles) if needle not in source) or frozenset(
-            range(len(needles))
-        )
+        if not held:
+            continue  # no sentence or heading holds a key term: no section of it can answer
+        subject, total = subjects.of(passage)
         hit: dict[int, set[int]] = {}  # the terms each section's sentences and heading hold, together
         for unit, terms in held.items():
             hit.setdefault(analysis.owners[unit], set()).update(terms)
         first_heading = len(analysis.starts) - len(analysis.headings)
         for index, terms in hit.items():
             possible = subject & terms
-            if _share(possible, subject, weights) < MIN_COVERAGE:
+            if _share(possible, subject, weights, total) < MIN_COVERAGE:
                 continue  # even quoting every sentence would not answer
             section = analysis.sections[index]
             if names and not _names_stand(section, index, names, _Scope(passages, per_passage, passage)):
@@ -450,9 +461,36 @@ def extract_answer(
     return [FOUND, f"\n- {text} " + "".join(f"[{c}]" for c in dict.fromkeys(citing[:max_passages]))]
 
 
-def _share(terms: frozenset[int], subject: frozenset[int], weights: Sequence[float]) -> float:
-    """The larger of the weight share and the count share of ``subject`` that ``terms`` hold."""
-    total = sum(weights[i] for i in subject) or 1.0
+class _Subjects:
+    """Per passage, the key terms its document or collection name does not hold (all of them if it holds every
+    one), with their total weight. Most questions name no passage's source: then every passage has them all, found
+    with one look at the sources' words together (each source's words start and end with a space, so no term is
+    found across two of them)."""
+
+    def __init__(self, passages: Sequence[Passage], needles: Sequence[str], weights: Sequence[float]) -> None:
+        self._needles, self._weights = needles, weights
+        self._known: dict[tuple[str | None, str], tuple[frozenset[int], float]] = {}
+        every = frozenset(range(len(needles)))
+        self._every = (every, sum(weights[i] for i in every) or 1.0)
+        sources = "".join({_source_words(p.document_name, p.collection) for p in passages})
+        self._named = any(needle in sources for needle in needles)
+
+    def of(self, passage: Passage) -> tuple[frozenset[int], float]:
+        if not self._named:
+            return self._every
+        key = (passage.document_name, passage.collection)
+        found = self._known.get(key)
+        if found is None:
+            source = _source_words(*key)
+            subject = frozenset(i for i, needle in enumerate(self._needles) if needle not in source)
+            subject = subject or self._every[0]
+            found = self._known[key] = (subject, sum(self._weights[i] for i in subject) or 1.0)
+        return found
+
+
+def _share(terms: frozenset[int], subject: frozenset[int], weights: Sequence[float], total: float) -> float:
+    """The larger of the weight share and the count share of ``subject`` that ``terms`` hold (``total``: the
+    weight of ``subject``)."""
     return max(sum(weights[i] for i in terms) / total, len(terms) / len(subject))
 
 

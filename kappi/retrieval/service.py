@@ -28,7 +28,7 @@ from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.rerankers.base import RerankerRegistry
 from common.telemetry import observe_retrieval, span
-from common.vectors.base import Legs, Search, SearchFilter, SearchHit, read_chunk
+from common.vectors.base import ChunkFields, Legs, Search, SearchFilter, SearchHit, read_chunk
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader, IdentityStatus
 from kappi.access.policy import Reason, Verdict, collection_groups
@@ -295,11 +295,11 @@ class Retriever:
         chunks: list[RetrievedChunk] = []
         stale: list[tuple[str, str]] = []
         for target, hits in zip(targets, results, strict=True):
-            same = not isinstance(hits, AppError) and all(_of_model(hit, target.identity) for hit in hits)
-            if not same and not isinstance(hits, NotFound | Unavailable):  # refused: the query's dimension, say
+            passages = None if isinstance(hits, AppError) else _of_model(target, hits)
+            if passages is not None:
+                chunks += passages
+            elif not isinstance(hits, NotFound | Unavailable):  # refused (the query's dimension, say), or stale
                 stale.append((provider, target.assignment.name))
-            if same and not isinstance(hits, AppError):
-                chunks += [_chunk(target.assignment, hit) for hit in hits]
         return _Searched(chunks, stale)
 
 
@@ -311,13 +311,20 @@ class _Searched(NamedTuple):
     their identity's."""
 
 
-def _of_model(hit: SearchHit, identity: Identity) -> bool:
-    """The hit comes from the version of its collection the identity describes (a chunk without ``model``, written
-    by another application, is taken as it is)."""
-    model, provider = hit.payload.get("model"), hit.payload.get("embeddingProvider")
-    model = model if isinstance(model, str) else identity.model  # typed: an odd value reads as absent
-    provider = provider if isinstance(provider, str) else identity.embeddingProvider
-    return (model, provider) == (identity.model, identity.embeddingProvider)
+def _of_model(target: Searchable, hits: Sequence[SearchHit]) -> list[RetrievedChunk] | None:
+    """The hits as passages; ``None`` unless every one comes from the version of its collection the identity
+    describes. A chunk without ``model`` (written by another application; an odd value reads as absent) is taken as
+    it is. The model is read from the payload typed once, with the passage (one conversion per hit)."""
+    identity, assignment = target.identity, target.assignment
+    passages = []
+    for hit in hits:
+        found = read_chunk(hit.payload)
+        if (found.model is not None and found.model != identity.model) or (
+            found.embeddingProvider is not None and found.embeddingProvider != identity.embeddingProvider
+        ):
+            return None
+        passages.append(_chunk(assignment, hit, found))
+    return passages
 
 
 async def _all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
@@ -460,8 +467,8 @@ def _explain(assignment: Assignment, status: IdentityStatus, reason: Reason, use
     )
 
 
-def _chunk(assignment: Assignment, hit: SearchHit) -> RetrievedChunk:
-    found = read_chunk(hit.payload)
+def _chunk(assignment: Assignment, hit: SearchHit, found: ChunkFields) -> RetrievedChunk:
+    """A hit as a passage; ``found``: its payload, read typed (:func:`read_chunk`)."""
     return RetrievedChunk(
         vector_provider=assignment.vector_provider,
         collection=assignment.name,

@@ -16,7 +16,7 @@ import pytest
 from common.embedders.base import EmbedderRegistry
 from common.errors import Unavailable
 from common.rerankers import RerankerRegistry, default_rerankers
-from common.vectors.base import IDENTITY_ID, Search, SearchFilter, SearchResult
+from common.vectors.base import IDENTITY_ID, Search, SearchFilter, SearchHit, SearchResult
 from common.vectors.pgvector import PgVectorStore, table_of
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader, IdentityStatus
@@ -27,7 +27,9 @@ from kappi.retrieval.service import (
     RerankChoice,
     RetrievedChunk,
     Retriever,
+    Searchable,
     _merged_by_rank,
+    _of_model,
     by_document,
     decide,
     narrowed,
@@ -531,6 +533,42 @@ def test_by_document_keeps_each_documents_best_passage_with_its_count() -> None:
     grouped = by_document(chunks)
 
     assert [(c.text, n) for c, n in grouped] == [("a", 2), ("b", 1)]
+
+
+def _hit(text: str, **payload: Any) -> SearchHit:
+    return SearchHit(id=text, score=0.9, distance=0.1, payload={"content": text, "document_id": "d1", **payload})
+
+
+@pytest.mark.parametrize(
+    ("payload", "taken"),
+    [
+        pytest.param({"model": EMBEDDER[1], "embeddingProvider": EMBEDDER[0]}, True, id="the-identitys-model"),
+        pytest.param({}, True, id="no-model-another-applications-chunk"),
+        pytest.param({"model": 7, "embeddingProvider": ["x"]}, True, id="odd-values-read-as-absent"),
+        pytest.param({"model": None}, True, id="null-reads-as-absent"),
+        pytest.param({"model": "all-mpnet-base-v2"}, False, id="another-model"),
+        pytest.param({"model": EMBEDDER[1], "embeddingProvider": "openai"}, False, id="another-provider"),
+        pytest.param({"model": ""}, False, id="an-empty-model-is-a-model"),
+    ],
+)
+def test_a_collections_hits_are_its_identitys_version_unless_one_names_another_model(
+    payload: dict[str, Any], taken: bool
+) -> None:
+    """Re-embedding: hits of another model than the identity read (a migration's swap between the read and the
+    search) make the whole collection's answer stale (``None``), which retrieve asks again; the model is read
+    typed, as every other property of the hit."""
+    searched = Searchable(assignment=ASSIGNED, identity=_identity())
+
+    found = _of_model(searched, [_hit("Leave is 25 days.", model=EMBEDDER[1]), _hit("Carry over 5.", **payload)])
+
+    if taken:
+        assert found is not None
+        assert [(c.collection, c.text, c.document_id) for c in found] == [
+            ("Handbook", "Leave is 25 days.", "d1"),
+            ("Handbook", "Carry over 5.", "d1"),
+        ]
+    else:
+        assert found is None
 
 
 RERANK_KEY = "retrieval-rerank-key"
