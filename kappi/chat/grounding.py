@@ -18,6 +18,7 @@ both instead of asking:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -205,26 +206,47 @@ def _passage_words(text: str) -> str:
 
 
 def _states_numbers(passage: str, numbers: set[str], stems: Sequence[str]) -> bool:
-    """Whether one sentence of the passage states all these numbers with one of the claim's words, and most of
-    the claim's words stand in it or the two sentences before it, or in its section under a heading: a number
-    found elsewhere in a passage full of numbers is no evidence (small models invent "0" and "25"), but a
+    """Whether the passage states each of these numbers in a sentence with one of the claim's words, and most of
+    the claim's words stand in those sentences and the two before the first, or in their section under a heading:
+    a number found elsewhere in a passage full of numbers is no evidence (small models invent "0" and "25"), but a
     manual states a setting's default sentences below its name (``bgwriter_delay (integer)`` ... "The default is
-    200 milliseconds")."""
+    200 milliseconds"), and an answer's sentence may join two facts the passage states in two ("25 vacation days
+    per year, and a note after three days of sick leave")."""
     sentences = [s for s in _PASSAGE_SENTENCES.split(passage) if s.strip()]
-    for at, sentence in enumerate(sentences):
-        if numbers <= _numbers(sentence) and any(f" {s}" in _passage_words(sentence) for s in stems):
-            window = _passage_words(" ".join(sentences[max(0, at - 2) : at + 1]))
-            if sum(f" {s}" in window for s in stems) * 2 > len(stems):
+    words = [_passage_words(sentence) for sentence in sentences]
+    stating = [
+        [at for at, sentence in enumerate(sentences) if number in _numbers(sentence) and _holds_any(words[at], stems)]
+        for number in numbers
+    ]
+    if all(stating):
+        for chosen in itertools.islice(itertools.product(*stating), _MAX_NUMBER_SPANS):
+            window = "".join(words[max(0, min(chosen) - 2) : max(chosen) + 1])
+            if _holds_most(window, stems):
                 return True
     for section in analysed(passage).sections:
         if section.heading is None:
             continue
         scope = section.heading_words + "".join(t.words for t in section.sentences)
-        if sum(f" {s}" in scope for s in stems) * 2 <= len(stems):
+        if not _holds_most(scope, stems):
             continue
-        if any(numbers <= _numbers(t.text) and any(f" {s}" in t.words for s in stems) for t in section.sentences):
+        if all(
+            any(number in _numbers(t.text) and _holds_any(t.words, stems) for t in section.sentences)
+            for number in numbers
+        ):
             return True
     return False
+
+
+_MAX_NUMBER_SPANS = 64
+"""Combinations of stating sentences tried for an answer sentence's numbers (a few numbers, a few sentences each)."""
+
+
+def _holds_any(words: str, stems: Sequence[str]) -> bool:
+    return any(f" {s}" in words for s in stems)
+
+
+def _holds_most(words: str, stems: Sequence[str]) -> bool:
+    return sum(f" {s}" in words for s in stems) * 2 > len(stems)
 
 
 def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[int | None, float]:
@@ -299,7 +321,8 @@ class Grounder:
     attribute: bool = True
     threshold: float = SUPPORT_THRESHOLD
     boilerplate: str = ANSWER_RULES
-    """The prompt's own instructions: a sentence repeating them is dropped (small models echo their prompt)."""
+    """The prompt's own instructions: a sentence repeating them, or the question, is dropped (small models echo
+    their prompt)."""
     cited: list[int] = field(default_factory=list)
     """Citation numbers the answer cites, in the order it first cites them."""
     dropped: list[str] = field(default_factory=list)
@@ -369,7 +392,7 @@ class Grounder:
 
     def _grounded(self, sentence: str, gap: str) -> str:
         """One whole sentence: markers checked; cited from its support when it cites nothing; or dropped."""
-        if self.boilerplate and echoes(sentence, self.boilerplate):
+        if (self.boilerplate and echoes(sentence, self.boilerplate)) or echoes(sentence, self.question):
             self.dropped.append(sentence.strip())
             return ""
         checked = self._check_markers(sentence)

@@ -370,3 +370,22 @@ def test_the_prompt_echoed_back_is_dropped_even_with_a_citation_in_it() -> None:
     )
     assert text == "Employees get 25 days of paid holiday per calendar year. [2] I don't know."
     assert grounder.cited == [2]
+
+
+def test_a_sentence_joining_two_numbers_the_passage_states_in_two_sentences_rests_on_it() -> None:
+    """Regression (the attack suite with SmolLM2, #17): this was dropped, no one sentence of the handbook stating
+    both "25" and "three"."""
+    handbook = passage(1, "Employees get 25 vacation days per year. Sick leave needs a doctor's note after three days.")
+    answer = "The handbook says employees get 25 vacation days per year, and sick leave needs a note after three days."
+    assert support(answer, "What do the leave rules say?", [handbook])[0] == 1
+    invented = "Employees get 25 vacation days per year, and sick leave needs a note after five days."
+    assert support(invented, "What do the leave rules say?", [handbook])[0] is None
+
+
+def test_the_question_repeated_back_is_dropped_even_with_a_citation() -> None:
+    """Regression (the attack suite with SmolLM2, #17): "When does sick leave need a note? [1]" was kept as a cited
+    answer: a valid marker kept any sentence."""
+    handbook = passage(1, "Sick leave needs a doctor's note after three days.")
+    grounder = Grounder([handbook], "When does sick leave need a note?")
+    assert run(grounder, ["When does sick leave need a note? [1] ", "After three days [1]."]) == "After three days [1]."
+    assert grounder.dropped == ["When does sick leave need a note? [1]"]
