@@ -42,7 +42,7 @@ class BlockBuilder:
         if text:
             self._append(text, kind, page=page, heading_path=self._heading_path, ocr=ocr)
 
-    def add_heading(self, text: str, level: int) -> None:
+    def add_heading(self, text: str, level: int, *, page: int | None = None) -> None:
         """Add a heading and make it the innermost entry of the heading path of what follows."""
         text = self._clean(" ".join(text.split()), keep_indent=False)
         if not text:
@@ -51,7 +51,7 @@ class BlockBuilder:
             self._headings.pop()
         self._headings.append((level, text))
         self._heading_path = tuple(title for _, title in self._headings)
-        self._append(text, "heading", heading_path=self._heading_path, level=level)
+        self._append(text, "heading", page=page, heading_path=self._heading_path, level=level)
 
     def close_headings(self, level: int) -> None:
         """End the headings of ``level`` and below without a new one: what follows is back under the outer ones.

@@ -3,11 +3,16 @@
 Pages are read with plain ``page.get_text()`` and nothing else, which keeps us level with a bare
 pymupdf loop (see ``bench/parse_bench.py``). A page without a text layer that shows an image (a scan) is
 rendered and recognised instead (:mod:`chonkit.document.parsing.ocr`), as the parse config's ``ocr`` says.
+
+Headings come from the PDF's outline (its bookmarks), the one place a PDF states them: a bookmark's title found
+as a line of its page's text becomes a heading of the bookmark's level there, splitting the page; a title not
+found on its page (or on a page read by OCR) is left out. Fonts are not guessed at.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import pymupdf
 
@@ -26,7 +31,8 @@ _MUPDF = threading.Lock()
 def parse_pdf(
     data: bytes, config: ParseConfig, builder: BlockBuilder, *, recognise: bool = True
 ) -> tuple[int, tuple[int, ...]]:
-    """Add a ``page`` block per page, in one section per configured range (or one for the page range).
+    """Add a ``page`` block per page (split at its bookmarks' headings), in one section per configured range (or
+    one for the page range).
 
     Args:
         recognise: whether the pages that need OCR are recognised; without, they add no block (a quick check of
@@ -63,6 +69,7 @@ def _parse_pages(
             if page_count == 0:
                 raise _corrupt("it has no pages")
             recognised = []
+            outline = _outline(document)
             for pages in page_groups(config, page_count):
                 for number in range(pages.start, pages.end + 1):
                     page = document.load_page(number - 1)  # type: ignore[no-untyped-call]
@@ -74,11 +81,40 @@ def _parse_pages(
                         else:
                             ocr.check_page_size(page)
                     else:
-                        builder.add(text, "page", page=number)
+                        _add_page(builder, text, number, outline.get(number, ()))
                 builder.end_section(page_start=pages.start, page_end=pages.end)
         except _MUPDF_ERRORS as exc:
             raise _corrupt(str(exc)) from exc
     return page_count, tuple(recognised)
+
+
+def _outline(document: pymupdf.Document) -> dict[int, list[tuple[int, str]]]:
+    """The bookmarks of each page, in order: ``(level, title)``; none when the outline cannot be read (the pages
+    may still be fine)."""
+    try:
+        toc = document.get_toc(simple=True)
+    except (*_MUPDF_ERRORS, ValueError):
+        return {}
+    found: dict[int, list[tuple[int, str]]] = {}
+    for level, title, page in toc:
+        if isinstance(title, str) and " ".join(title.split()) and isinstance(page, int) and page > 0:
+            found.setdefault(page, []).append((int(level), " ".join(title.split())))
+    return found
+
+
+def _add_page(builder: BlockBuilder, text: str, number: int, headings: Sequence[tuple[int, str]]) -> None:
+    """The page's text, split at the lines that are its bookmarks' titles (in the outline's order)."""
+    lines = text.split("\n")
+    start = 0
+    for level, title in headings:
+        wanted = title.casefold()
+        at = next((n for n in range(start, len(lines)) if " ".join(lines[n].split()).casefold() == wanted), None)
+        if at is None:
+            continue
+        builder.add("\n".join(lines[start:at]), "page", page=number)
+        builder.add_heading(lines[at], level, page=number)
+        start = at + 1
+    builder.add("\n".join(lines[start:]), "page", page=number)
 
 
 def page_groups(config: ParseConfig, page_count: int) -> list[PageRange]:

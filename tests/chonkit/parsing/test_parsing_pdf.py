@@ -9,6 +9,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
+from chonkit.document.chunking import CharacterCounter, FixedChunking, chunk
 from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, parse, sniff
 from common.errors import InvalidInput
 
@@ -26,6 +27,28 @@ def test_every_page_becomes_a_numbered_page_block(pdf_factory: PdfFactory) -> No
     assert doc.blocks[2].text == "Chapter 3. This is the text of page 3.\nPage 3 of 5"
     (section,) = doc.sections
     assert (section.page_start, section.page_end) == (1, 5)
+
+
+def test_bookmarks_found_on_their_page_become_headings_of_their_level() -> None:
+    document = pymupdf.open()
+    for text in ["Guide\nIntro text here.\nInstall\nRun the installer.", "More install text.\nUsage\nRun it."]:
+        document.new_page().insert_textbox(pymupdf.Rect(50, 50, 550, 800), text, fontsize=11)
+    # "Missing" is on no line of page 2: it is left out rather than invented.
+    document.set_toc([[1, "Guide", 1], [2, "Install", 1], [2, "Usage", 2], [2, "Missing", 2]])
+    doc = parse(document.tobytes(), DocumentType.PDF, ParseConfig())
+
+    assert [(b.kind, b.page, b.level, b.text, b.heading_path) for b in doc.blocks] == [
+        ("heading", 1, 1, "Guide", ("Guide",)),
+        ("page", 1, None, "Intro text here.", ("Guide",)),
+        ("heading", 1, 2, "Install", ("Guide", "Install")),
+        ("page", 1, None, "Run the installer.", ("Guide", "Install")),
+        ("page", 2, None, "More install text.", ("Guide", "Install")),
+        ("heading", 2, 2, "Usage", ("Guide", "Usage")),
+        ("page", 2, None, "Run it.", ("Guide", "Usage")),
+    ]
+    # A chunk continuing a bookmarked section carries its headings, as in HTML, Markdown and DOCX.
+    chunks = chunk(doc, FixedChunking(size=40, overlap=0, unit="characters"), CharacterCounter(), max_tokens=None)
+    assert "Guide\n\nInstall\n\nMore install text." in [c.text for c in chunks.chunks]
 
 
 def test_blank_pages_add_no_block(pdf_factory: PdfFactory) -> None:
