@@ -173,10 +173,26 @@ _FRAMING = frozenset(_FRAMING_TEXT.split())
 they say where a claim comes from, not what it is, so they are no evidence either way."""
 
 
+_ATTRIBUTION = re.compile(
+    r"^\W*(?:according to|based on|as (?:stated|described|mentioned|explained) in)\b[^,]{0,120},\s*", re.I
+)
+"""A sentence's opening that says where its claim comes from ("According to the PostgreSQL 15 manual, ..."): it
+claims nothing, and its numbers (the manual's version) are no claim a passage must state."""
+
+
+def _claim(sentence: str) -> str:
+    """The sentence without its attribution (:data:`_ATTRIBUTION`)."""
+    return _ATTRIBUTION.sub("", sentence, count=1)
+
+
 def _content_stems(text: str) -> list[str]:
-    """The stems of a text's words that are not stop words or framing, numbers left out (:func:`_numbers` has
-    them)."""
-    return [s for s in question_stems(text) if s not in STOP_WORDS and s not in _FRAMING and not s.isdigit()]
+    """The stems of a text's words that are not stop words or framing, numbers (and number words) left out
+    (:func:`_numbers` has them)."""
+    return [
+        s
+        for s in question_stems(text)
+        if s not in STOP_WORDS and s not in _FRAMING and not s.isdigit() and s not in _NUMBER_WORDS
+    ]
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
@@ -257,18 +273,22 @@ def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[
 
     A sentence that only restates the question's words is judged on those words instead.
     """
-    stems = _content_stems(sentence)
-    numbers = _numbers(sentence)
+    claimed = _claim(sentence)
+    stems = _content_stems(claimed)
+    numbers = _numbers(claimed)
     asked = set(question_stems(question))
     own = [s for s in stems if s not in asked] or stems
     if not own and not numbers:
         return None, 0.0
     claim = stems or [s for s in asked if not s.isdigit()]
-    names = named(identifiers(sentence))
+    if numbers:  # "The default is three." states a number about what the question names, not about anything
+        claim += [s for name in identifiers(question) for s in question_stems(name) if s not in claim]
+    spelled = identifiers(claimed)
     best: tuple[int | None, float] = (None, 0.0)
     for passage in passages:
         if numbers and not _states_numbers(passage.text, numbers, claim):
             continue
+        names = named(names_in(spelled, passage)) if spelled else []
         if names and not _names_stand(names, passage, passages):
             continue  # "The default idle_in_transaction_session_timeout is ..." rests on no passage without it
         words = _passage_words(passage.text)
@@ -276,6 +296,26 @@ def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[
         if share > best[1]:
             best = (passage.citation, share)
     return best
+
+
+def names_in(names: Sequence[str], passage: Passage) -> list[str]:
+    """The names as the passage would spell them: a dotted name's leading parts that are its document's or
+    collection's own name left off (``zlib.compress`` in zlib's manual is ``compress()`` there), and a name its
+    document's name holds (``spec.html`` in ``shared-mime-info-spec.html``) left out: it names the source."""
+    document = (passage.document_name or "").lower()
+    source = " " + _NOT_WORD.sub(" ", f"{document} {passage.collection.lower()}") + " "
+    local = []
+    for name in names:
+        if name in document:
+            continue
+        parts = name.split(".")
+        while len(parts) > 1 and f" {parts[0]} " in source:
+            parts = parts[1:]
+        local.append(".".join(parts))
+    return local
+
+
+_NOT_WORD = re.compile(r"[^\w]+")
 
 
 def _names_stand(names: Sequence[re.Pattern[str]], passage: Passage, passages: Sequence[Passage]) -> bool:

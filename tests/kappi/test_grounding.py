@@ -389,3 +389,57 @@ def test_the_question_repeated_back_is_dropped_even_with_a_citation() -> None:
     grounder = Grounder([handbook], "When does sick leave need a note?")
     assert run(grounder, ["When does sick leave need a note? [1] ", "After three days [1]."]) == "After three days [1]."
     assert grounder.dropped == ["When does sick leave need a note? [1]"]
+
+
+def _manual(citation: int, text: str, document: str, collection: str = "Manuals") -> Passage:
+    return msgspec.structs.replace(passage(citation, text), document_name=document, collection=collection)
+
+
+TEMP_BUFFERS = (
+    "temp_buffers (integer)\n\nSets the maximum amount of memory used for temporary buffers within each database "
+    "session. The default is eight megabytes (8MB)."
+)
+
+
+def test_an_attribution_naming_the_manuals_version_is_no_claim() -> None:
+    """Regression (bench/answer_bench.py, Qwen 0.5B, #17): "According to the PostgreSQL 15 manual, ..." was dropped
+    for its "15", which no passage states: the collection's instruction names the manual so."""
+    manual = _manual(1, TEMP_BUFFERS, "runtime-config-resource.html", "Postgresql_15_manual")
+    question = "How much memory may each session use for temporary buffers by default (temp_buffers)?"
+    right = "According to the PostgreSQL 15 manual, the default value for temp_buffers is eight megabytes (8MB)."
+    assert support(right, question, [manual])[0] == 1
+    assert support("In the PostgreSQL 15 manual, temp_buffers defaults to 15 megabytes.", question, [manual])[0] is None
+
+
+def test_a_bare_default_rests_only_on_the_section_of_what_the_question_names() -> None:
+    """ "The default is three." is about the setting the question names: a passage saying so of another setting is
+    no support ("three" counted as a word of the claim let it pass)."""
+    workers = _manual(
+        1,
+        "The default is three. This parameter can only be set at server start.\n\nautovacuum_vacuum_threshold "
+        "(integer)\n\nSpecifies the minimum number of updated or deleted tuples needed to trigger a VACUUM in any one "
+        "table. The default is 50 tuples.",
+        "runtime-config-autovacuum.html",
+    )
+    question = "How many updated or deleted tuples trigger a VACUUM by default (autovacuum_vacuum_threshold)?"
+    assert support("The default is three.", question, [workers])[0] is None
+    assert support("The default is 50 tuples.", question, [workers])[0] == 1
+
+
+def test_names_are_read_as_the_passages_document_spells_them() -> None:
+    """Regression (bench/answer_bench.py, #17): "zlib.compress" in zlib's manual is "compress()" there, and
+    "spec.html" names the document the passage comes from; both sentences were dropped for a name no passage held."""
+    zlib = _manual(
+        1,
+        "The wbits argument controls the size of the history buffer used when compressing data. It can take several "
+        "ranges of values, defaulting to 15 (MAX_WBITS). It has the same meaning as described for compress().",
+        "python-3.11-library-zlib.html",
+    )
+    question = "What is the default value of the wbits argument of zlib.compress?"
+    assert support("The default value of the wbits argument of zlib.compress is 15.", question, [zlib])[0] == 1
+    assert support("The default value of the wbits argument of gzip.compress is 15.", question, [zlib])[0] is None
+    spec = _manual(
+        1, "An implementation MAY get a file's MIME type from the user.mime_type extended attribute.", "mime-spec.html"
+    )
+    said = "The mime-spec.html file says a file's MIME type may come from the user.mime_type extended attribute."
+    assert support(said, "Which extended attribute may hold a file's MIME type?", [spec])[0] == 1
