@@ -159,6 +159,17 @@ def test_unsnapped_character_windows_end_before_a_heading_too(markdown_doc: Any)
     ]
 
 
+def test_markdown_through_its_parser_gets_the_same_headers() -> None:
+    source = b"# Guide\n\n## Install\n\nRun the installer first. Then restart the machine.\n\nCheck the log after it."
+    doc = parse(source, DocumentType.MARKDOWN, ParseConfig())
+    result = chunk(doc, characters(60), CHARACTERS, max_tokens=None)
+    assert [c.text for c in result.chunks] == [
+        "Guide\n\nInstall\n\nRun the installer first.",
+        "Guide\n\nInstall\n\nThen restart the machine.",
+        "Guide\n\nInstall\n\nCheck the log after it.",
+    ]
+
+
 def test_the_default_config_repeats_headings_and_old_stored_configs_read_as_the_default() -> None:
     assert default_chunk_config() == FixedChunking(repeat_headings=True, snap_to_headings=True)
     stored = {"strategy": "fixed", "unit": "tokens", "size": 250, "overlap": 25, "snap_to_sentences": True}
