@@ -143,13 +143,22 @@ def joined_neighbours(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
     return [_joined(order[n]) for n in sorted(order)]
 
 
+def _source_span(chunk: RetrievedChunk) -> str:
+    """The chunk's text less the headings its chunker put above it (``fixed``'s ``repeat_headings``,
+    ``structure``): the text ends with its source span, ``char_end - char_start`` characters."""
+    length = (chunk.char_end or 0) - (chunk.char_start or 0)
+    return chunk.text[max(len(chunk.text) - length, 0) :] if length > 0 else chunk.text
+
+
 def _joined(run: Sequence[RetrievedChunk]) -> RetrievedChunk:
+    """The run's texts as one: the first whole (its headings name the section), each next one's source span
+    from where the text so far ends (the overlap once, no heading repeated)."""
     if len(run) == 1:
         return run[0]
     text, end = run[0].text, run[0].char_end or 0
     for chunk in run[1:]:
-        start = chunk.char_start or 0
-        text += chunk.text[end - start :] if start < end else "\n\n" + chunk.text
+        start, body = chunk.char_start or 0, _source_span(chunk)
+        text += body[end - start :] if start < end else "\n\n" + body
         end = max(end, chunk.char_end or 0)
     best = min(run, key=lambda c: c.distance)
     pages = [p for c in run for p in (c.page_start, c.page_end) if p is not None]

@@ -144,6 +144,16 @@ def test_chunks_that_follow_each_other_in_a_document_are_read_as_one_passage() -
     assert [c.text for c in joined_neighbours([piece(3, 0, first), elsewhere])] == [first, second]
 
 
+def test_joined_chunks_repeat_no_heading_their_chunker_put_above_them() -> None:
+    """Regression (contextual chunk headers, #17): a chunk's text starts with its section's headings, so it no
+    longer starts at ``char_start``; sliced by offsets, the join repeated the heading and garbled the overlap."""
+    source = "work_mem (integer)\n\nSets the base maximum amount of memory. The default value is four megabytes."
+    header = "20.4.1. Memory\nwork_mem (integer)\n\n"
+    first = piece(3, 0, source[:60])
+    second = msgspec.structs.replace(piece(4, 50, source[50:]), text=header + source[50:], context=header + source[50:])
+    assert [c.text for c in joined_neighbours([first, second])] == [source]
+
+
 # Citation checks, streamed
 
 
