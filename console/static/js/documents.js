@@ -5,7 +5,8 @@ import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, 
   errorLine } from "./ui.js";
 
 const CONFIG_HINT = 'chunk: {"strategy": "fixed" | "structure" | "parent_child", "unit": "tokens" | "characters", ' +
-  '"size", "overlap"} (parent_child: parent_size, child_size, child_overlap); null = fixed, 250 tokens, overlap 25. ' +
+  '"size", "overlap"} (fixed: "repeat_headings", "snap_to_headings", both true by default; parent_child: ' +
+  'parent_size, child_size, child_overlap); null = fixed, 250 tokens, overlap 25. ' +
   'parse: {"page_range": {"start", "end"}, "line_filters": [regex…], "sections": [{"start", "end"}…], ' +
   '"ocr": "auto" (pages without a text layer, and images) | "force" (every page) | "off"}.';
 
