@@ -90,22 +90,17 @@ def relevant(
         relative: The share of the best hit's cosine (or BM25 score) a chunk must reach.
         absolute: The cosine floor per model.
     """
-
-    def model_of(chunk: RetrievedChunk) -> str:
-        return models.get((chunk.vector_provider, chunk.collection), "")
-
-    above = [c for c in chunks if cosine(c) >= absolute.get(model_of(c), -1.0)]
+    scored = [(c, models.get((c.vector_provider, c.collection), ""), cosine(c), _bm25(c)) for c in chunks]
+    above = [s for s in scored if s[2] >= absolute.get(s[1], -1.0)]
     best_cosine: dict[str, float] = {}
     best_bm25: dict[str, float] = {}
-    for chunk in above:
-        model = model_of(chunk)
-        best_cosine[model] = max(best_cosine.get(model, -1.0), cosine(chunk))
-        best_bm25[model] = max(best_bm25.get(model, 0.0), _bm25(chunk))
+    for _, model, similarity, bm25 in above:
+        best_cosine[model] = max(best_cosine.get(model, -1.0), similarity)
+        best_bm25[model] = max(best_bm25.get(model, 0.0), bm25)
     return [
         c
-        for c in above
-        if cosine(c) >= relative * best_cosine[model_of(c)]
-        or (best_bm25[model_of(c)] > 0 and _bm25(c) >= relative * best_bm25[model_of(c)])
+        for c, model, similarity, bm25 in above
+        if similarity >= relative * best_cosine[model] or (best_bm25[model] > 0 and bm25 >= relative * best_bm25[model])
     ]
 
 
@@ -122,25 +117,28 @@ def joined_neighbours(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
     are joined, so no passage gains text from anywhere its chunks did not come from; parent/child passages (whose
     context is their parent) are left as they are.
     """
-    order: dict[int, list[RetrievedChunk]] = {}
-    runs: dict[tuple[str, str, str], list[tuple[int, RetrievedChunk]]] = {}
+    runs: dict[tuple[str, str, str], list[int]] = {}
     for n, chunk in enumerate(chunks):
-        placed = None not in (chunk.chunk_index, chunk.char_start, chunk.char_end)
-        if not placed or chunk.context != chunk.text:
-            order[n] = [chunk]
-            continue
-        runs.setdefault((chunk.vector_provider, chunk.collection, chunk.document_id), []).append((n, chunk))
+        placed = chunk.chunk_index is not None and chunk.char_start is not None and chunk.char_end is not None
+        if placed and chunk.context == chunk.text:
+            runs.setdefault((chunk.vector_provider, chunk.collection, chunk.document_id), []).append(n)
+    joined: list[RetrievedChunk | None] = list(chunks)
     for members in runs.values():
-        members.sort(key=lambda m: m[1].chunk_index or 0)
-        group = [members[0]]
-        for member in members[1:]:
-            if (member[1].chunk_index or 0) == (group[-1][1].chunk_index or 0) + 1:
-                group.append(member)
-                continue
-            order[min(n for n, _ in group)] = [c for _, c in group]
-            group = [member]
-        order[min(n for n, _ in group)] = [c for _, c in group]
-    return [_joined(order[n]) for n in sorted(order)]
+        if len(members) == 1:
+            continue  # alone from its document: left as it is
+        members.sort(key=lambda n: chunks[n].chunk_index or 0)
+        groups = [[members[0]]]
+        for n in members[1:]:
+            if (chunks[n].chunk_index or 0) == (chunks[groups[-1][-1]].chunk_index or 0) + 1:
+                groups[-1].append(n)
+            else:
+                groups.append([n])
+        for group in groups:
+            if len(group) > 1:
+                for n in group:
+                    joined[n] = None
+                joined[min(group)] = _joined([chunks[n] for n in group])
+    return [chunk for chunk in joined if chunk is not None]
 
 
 def _source_span(chunk: RetrievedChunk) -> str:
