@@ -13,6 +13,7 @@ already_queued, expires_in, client_id, scopes, sign_in, matched_groups, action, 
 collections_searched
 document_hits
 dropped_sentences
+unsupported
 # Source sync runs' report and progress (chonkit/source/models.py).
 added, job_progress
 # The LLM catalog's fields (GET /kappi/admin/llms), serialised by name.
