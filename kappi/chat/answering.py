@@ -21,13 +21,20 @@ from common.errors import AppError, NotFound
 from common.telemetry import LlmCall
 from kappi.agent.models import Agent, AgentVersion
 from kappi.chat.followups import condensed_question
-from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, relevant, split_citations
+from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, quoted_instead, relevant, split_citations
 from kappi.chat.models import Answer, Chat, Citation, Grounding, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
 from kappi.llm.prompt import grounded_question
-from kappi.llm.registry import LlmFallback, LlmRegistry
+from kappi.llm.registry import EXTRACTIVE, LlmFallback, LlmRegistry
 from kappi.retrieval.service import Retrieval, Retriever, rerank_choice
+
+UNSUPPORTED_FALLBACK = LlmFallback(
+    provider=EXTRACTIVE,
+    reason="answer_unsupported",
+    detail="the model's answer rested on none of the passages",
+)
+"""Why an answer is a quote of the passages when the model's every sentence was dropped (:func:`quoted_instead`)."""
 
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):
@@ -110,10 +117,14 @@ class Answerer:
                     call.token()
                     if text := grounder.feed(item.text):
                         yield Token(text=text)
-        if rest := grounder.finish():
+        rest, cited = grounder.finish(), grounder.cited
+        if grounder.rested_on_nothing and (quoted := quoted_instead(prepared.text, request.passages)) is not None:
+            rest, cited = quoted
+            fallback = fallback or UNSUPPORTED_FALLBACK
+        if rest:
             yield Token(text=rest)
         yield usage
-        yield Grounded(cited=grounder.cited, dropped=tuple(grounder.dropped), llm_fallback=fallback)
+        yield Grounded(cited=cited, dropped=tuple(grounder.dropped), llm_fallback=fallback)
 
     async def _models(self, retrieval: Retrieval) -> dict[tuple[str, str], str]:
         """Each found collection's embedding model, from the identities retrieval just read (cached)."""

@@ -27,7 +27,7 @@ from typing import TypeVar
 import msgspec
 
 from kappi.llm.base import Passage
-from kappi.llm.extractive import STOP_WORDS, analysed, identifiers, named, question_stems
+from kappi.llm.extractive import FOUND, STOP_WORDS, analysed, extract_answer, identifiers, named, question_stems
 from kappi.llm.prompt import ANSWER_RULES
 from kappi.retrieval.service import RetrievedChunk
 
@@ -390,9 +390,14 @@ class Grounder:
     def finish(self) -> str:
         """The rest of the answer, once the model has finished."""
         out = self._complete_sentences(final=True) if self.attribute else self._checked_prefix(final=True)
-        if self.attribute and self.kept_sentences == 0 and self.dropped:
+        if self.rested_on_nothing:
             return out + UNSUPPORTED_ONLY
         return out
+
+    @property
+    def rested_on_nothing(self) -> bool:
+        """Every sentence the model wrote was dropped: nothing of its answer was shown."""
+        return self.attribute and self.kept_sentences == 0 and bool(self.dropped)
 
     def _checked_prefix(self, *, final: bool) -> str:
         """The pending text with its markers checked, minus a trailing marker still being written."""
@@ -456,6 +461,19 @@ class Grounder:
         self.kept_sentences += 1
         stripped = checked.rstrip()
         return f"{stripped} [{citation}]{checked[len(stripped) :]}{gap}"
+
+
+def quoted_instead(question: str, passages: Sequence[Passage]) -> tuple[str, list[int]] | None:
+    """The extractive quote of the section that answers, and the citations it carries, for an answer whose every
+    sentence rested on no passage; ``None`` when no section answers either (the answer then says
+    :data:`UNSUPPORTED_ONLY`). A small model misreads a passage that does answer ("The signal ... is [1]."); a
+    quote of it, cited, serves the reader better than nothing."""
+    pieces = extract_answer(question, passages)
+    if pieces[0] != FOUND:
+        return None
+    checked = Grounder(passages, question, attribute=False)
+    text = checked.feed("".join(pieces)) + checked.finish()
+    return text, checked.cited
 
 
 def _is_structural(sentence: str) -> bool:

@@ -26,6 +26,7 @@ from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentVectors
 from kappi.app import create_app as create_kappi
 from kappi.chat import service as chat_service
+from kappi.chat.answering import UNSUPPORTED_FALLBACK
 from kappi.chat.grounding import DECLINE
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import LlmEvent, LlmRequest
@@ -726,7 +727,8 @@ async def test_the_embedded_model_never_cites_a_collection_the_user_may_not_read
                 events = await _ask_streaming(kappi, user, agent["id"], question)
                 done = events[-1][1]
                 assert events[-1][0] == "done", events[-1]
-                assert done["llm_fallback"] is None  # the model answered, not the extractive fallback
+                # the model answered (not the fallback of a model that is down), perhaps quoted instead of it
+                assert done["llm_fallback"] in (None, msgspec.to_builtins(UNSUPPORTED_FALLBACK))
                 given = events[0][1]["citations"] + done["citations"] + done["also_retrieved"]
                 assert {c["collection"] for c in given} <= names
                 answer = "".join(d["text"] for e, d in events if e == "token")
@@ -770,3 +772,38 @@ async def test_sentences_resting_on_no_passage_are_left_out_and_listed_apart_sta
     assert events[-1][1]["grounding"] == expected
     assert "company car" not in queried.json()["answer"]
     assert queried.json()["grounding"] == expected
+
+
+async def test_a_model_answer_resting_on_nothing_gives_way_to_a_quote_of_the_passage_that_answers_standin_llm(
+    kappi: httpx.AsyncClient,
+    world: World,
+    settings: Settings,
+    db: SingleConnectionDatabase,
+    clients: SharedClients,
+    app_client: AppClient,
+) -> None:
+    """Every sentence the model wrote rested on no passage, but a passage answers: the answer quotes it, cited,
+    and ``llm_fallback`` says why. The model is the OpenAI-compatible stand-in (its real wire format)."""
+    async with OpenAIStandin() as llm:
+        served = msgspec.structs.replace(settings, openai_base_url=llm.base_url, openai_models="standin")
+        async with app_client(create_kappi(served, database=db, clients=clients)) as model_kappi:
+            admin = as_user(settings, "root", admin=True)
+            spec = {"llm_provider": "openai", "llm_model": "standin"}
+            patched = await model_kappi.patch(f"/admin/agents/{world.agent['id']}", json=spec, headers=admin)
+            assert patched.status_code == 200, patched.text
+            alice = as_user(settings, "alice", "hr")
+            llm.script = Script(
+                tokens=(
+                    "Employees get a",
+                    " company car.",
+                )
+            )
+            events = await _ask_streaming(model_kappi, alice, world.agent["id"])
+    answer = "".join(d["text"] for e, d in events if e == "token")
+    done = events[-1][1]
+    assert "25 vacation days per year" in answer
+    assert "company car" not in answer
+    assert done["llm_fallback"] == msgspec.to_builtins(UNSUPPORTED_FALLBACK)
+    assert done["grounding"]["unsupported"] == ["Employees get a company car."]
+    assert [c["collection"] for c in done["citations"]] == [world.collections["hr"]["name"]]
+    assert re.search(r"\[\d\]", answer)

@@ -16,6 +16,7 @@ from kappi.chat.grounding import (
     Grounder,
     declines,
     joined_neighbours,
+    quoted_instead,
     relevant,
     split_citations,
     support,
@@ -453,3 +454,19 @@ def test_names_are_read_as_the_passages_document_spells_them() -> None:
     )
     said = "The mime-spec.html file says a file's MIME type may come from the user.mime_type extended attribute."
     assert support(said, "Which extended attribute may hold a file's MIME type?", [spec])[0] == 1
+
+
+def test_an_answer_resting_on_nothing_is_quoted_instead_only_from_a_section_that_answers() -> None:
+    """The quote that stands in for a model answer whose every sentence was dropped: cited, from the passage that
+    answers; none when no section answers (the answer then says nothing supported it)."""
+    grounder = Grounder(PASSAGES, QUESTION)
+    assert run(grounder, ["Employees get a company car."]) == UNSUPPORTED_ONLY
+    assert grounder.rested_on_nothing
+    quoted = quoted_instead(QUESTION, PASSAGES)
+    assert quoted is not None
+    assert "25 days of paid holiday" in quoted[0]
+    assert quoted[1] == [2]
+    assert quoted_instead("What is the VPN address?", PASSAGES) is None
+    kept = Grounder(PASSAGES, QUESTION)
+    run(kept, ["Employees get 25 days per year. ", "Managers also get a company car."])
+    assert not kept.rested_on_nothing
