@@ -69,7 +69,8 @@ class Grounded(msgspec.Struct, frozen=True, kw_only=True):
     declined: bool = False
     dropped: tuple[str, ...] = ()
     llm_fallback: LlmFallback | None = None
-    """Set when another provider answered than the agent's (its local model is not running): says which, why."""
+    """Set when another provider answered than the agent's (its local model is not running, or its answer rested
+    on no passage and a quote stands in): says which, why."""
 
 
 Step = Retrieval | Token | Usage | Grounded
