@@ -287,7 +287,7 @@ def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[
     own = [s for s in stems if s not in asked] or stems
     if not own and not numbers:
         return None, 0.0
-    claim = stems or [s for s in asked if not s.isdigit()]
+    claim = list(stems or [s for s in asked if not s.isdigit()])
     if numbers:  # "The default is three." states a number about what the question names, not about anything
         claim += [s for name in identifiers(question) for s in question_stems(name) if s not in claim]
     spelled = identifiers(claimed)
