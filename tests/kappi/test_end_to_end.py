@@ -739,32 +739,41 @@ async def test_the_embedded_model_never_cites_a_collection_the_user_may_not_read
                         assert text not in answer
 
 
+@dataclass
+class ModelKappi:
+    """Kappi whose world agent answers with the OpenAI-compatible stand-in (its real wire format)."""
+
+    client: httpx.AsyncClient
+    llm: OpenAIStandin
+
+
+@pytest.fixture
+async def model_kappi(
+    world: World, settings: Settings, db: SingleConnectionDatabase, clients: SharedClients, app_client: AppClient
+) -> AsyncIterator[ModelKappi]:
+    async with OpenAIStandin() as llm:
+        served = msgspec.structs.replace(settings, openai_base_url=llm.base_url, openai_models="standin")
+        async with app_client(create_kappi(served, database=db, clients=clients)) as client:
+            spec = {"llm_provider": "openai", "llm_model": "standin"}
+            admin = as_user(settings, "root", admin=True)
+            patched = await client.patch(f"/admin/agents/{world.agent['id']}", json=spec, headers=admin)
+            assert patched.status_code == 200, patched.text
+            yield ModelKappi(client=client, llm=llm)
+
+
 async def test_sentences_resting_on_no_passage_are_left_out_and_listed_apart_standin_llm(
-    kappi: httpx.AsyncClient,
-    world: World,
-    settings: Settings,
-    db: SingleConnectionDatabase,
-    clients: SharedClients,
-    app_client: AppClient,
+    model_kappi: ModelKappi, world: World, settings: Settings
 ) -> None:
     """A model's sentence no passage supports is not in the answer; the answer's ``grounding`` says how many were
     left out and what they said (``unsupported``), so a reader can see why, in the stream and the query alike.
     The model is the OpenAI-compatible stand-in (its real wire format); the passages are real retrieval's."""
-    async with OpenAIStandin() as llm:
-        llm.script = Script(
-            tokens=("Employees get 25 vacation", " days per year.", " Managers also get a", " company car.")
-        )
-        served = msgspec.structs.replace(settings, openai_base_url=llm.base_url, openai_models="standin")
-        async with app_client(create_kappi(served, database=db, clients=clients)) as model_kappi:
-            admin = as_user(settings, "root", admin=True)
-            spec = {"llm_provider": "openai", "llm_model": "standin"}
-            patched = await model_kappi.patch(f"/admin/agents/{world.agent['id']}", json=spec, headers=admin)
-            assert patched.status_code == 200, patched.text
-            alice = as_user(settings, "alice", "hr")
-            events = await _ask_streaming(model_kappi, alice, world.agent["id"])
-            queried = await model_kappi.post(
-                f"/agents/{world.agent['id']}/query", json={"content": QUESTION}, headers=alice
-            )
+    model_kappi.llm.script = Script(
+        tokens=("Employees get 25 vacation", " days per year.", " Managers also get a", " company car.")
+    )
+    alice = as_user(settings, "alice", "hr")
+    events = await _ask_streaming(model_kappi.client, alice, world.agent["id"])
+    query = f"/agents/{world.agent['id']}/query"
+    queried = await model_kappi.client.post(query, json={"content": QUESTION}, headers=alice)
     answer = "".join(d["text"] for e, d in events if e == "token")
     expected = {"declined": False, "dropped_sentences": 1, "unsupported": ["Managers also get a company car."]}
     assert "25 vacation days per year." in answer
@@ -775,30 +784,12 @@ async def test_sentences_resting_on_no_passage_are_left_out_and_listed_apart_sta
 
 
 async def test_a_model_answer_resting_on_nothing_gives_way_to_a_quote_of_the_passage_that_answers_standin_llm(
-    kappi: httpx.AsyncClient,
-    world: World,
-    settings: Settings,
-    db: SingleConnectionDatabase,
-    clients: SharedClients,
-    app_client: AppClient,
+    model_kappi: ModelKappi, world: World, settings: Settings
 ) -> None:
     """Every sentence the model wrote rested on no passage, but a passage answers: the answer quotes it, cited,
     and ``llm_fallback`` says why. The model is the OpenAI-compatible stand-in (its real wire format)."""
-    async with OpenAIStandin() as llm:
-        served = msgspec.structs.replace(settings, openai_base_url=llm.base_url, openai_models="standin")
-        async with app_client(create_kappi(served, database=db, clients=clients)) as model_kappi:
-            admin = as_user(settings, "root", admin=True)
-            spec = {"llm_provider": "openai", "llm_model": "standin"}
-            patched = await model_kappi.patch(f"/admin/agents/{world.agent['id']}", json=spec, headers=admin)
-            assert patched.status_code == 200, patched.text
-            alice = as_user(settings, "alice", "hr")
-            llm.script = Script(
-                tokens=(
-                    "Employees get a",
-                    " company car.",
-                )
-            )
-            events = await _ask_streaming(model_kappi, alice, world.agent["id"])
+    model_kappi.llm.script = Script(tokens=("Employees get a", " company car."))
+    events = await _ask_streaming(model_kappi.client, as_user(settings, "alice", "hr"), world.agent["id"])
     answer = "".join(d["text"] for e, d in events if e == "token")
     done = events[-1][1]
     assert "25 vacation days per year" in answer
