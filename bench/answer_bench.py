@@ -16,7 +16,8 @@ parsed text.
 
 **The run**: a real ``ragu serve`` on an embedded PostgreSQL (``tests.hardening.live_stack.served``); the pages
 uploaded through chonkit's HTTP API, three collections created and embedded (the job followed to its end), one
-agent per provider over all three (top :data:`TOP_K` each, the default prompt, temperature 0.2, answers bounded
+agent per provider over all three (top :data:`TOP_K` each, the default prompt, :data:`TEMPERATURE` unless
+``--temperature`` says otherwise, the naive peer's too, answers bounded
 at :data:`ANSWER_MAX_TOKENS`). Each question is asked through kappi's stateless query API (what is scored);
 extractive's all, and :data:`STREAMED_QUESTIONS` of a model's (spread over the list), also through the streamed
 chat API first (a new chat per question: time to the first ``token`` event). ``ragu serve`` gets
@@ -83,6 +84,8 @@ STREAMED_QUESTIONS = {"quick": 4, "full": 12}
 """Questions asked through the stream (and of the raw server) per model provider; extractive streams all."""
 LLM_TIMEOUT = 300.0
 ANSWER_MAX_TOKENS = 256
+TEMPERATURE = 0.2
+"""Ragu's agents' and the naive peer's sampling temperature: new agents' default (``AgentCreate``)."""
 RAW_MAX_TOKENS = 8
 """The raw comparison needs only the first token; a few more, read to the end, bring the server's usage."""
 """Every model answer's bound (Ragu's agents and the naive peer alike): a short fact needs far fewer, and a small
@@ -689,9 +692,11 @@ async def _ingest(chonkit: Any, pages: Sequence[Page]) -> dict[str, str]:
     return collections
 
 
-async def make_agent(admin: httpx.AsyncClient, name: str, llm: dict[str, str]) -> dict[str, Any]:
+async def make_agent(
+    admin: httpx.AsyncClient, name: str, llm: dict[str, str], *, temperature: float = TEMPERATURE
+) -> dict[str, Any]:
     """An agent over the three collections (top :data:`TOP_K` each, the collection's instruction line)."""
-    body = {"name": name, "max_tokens": ANSWER_MAX_TOKENS, "temperature": 0.2, **llm}
+    body = {"name": name, "max_tokens": ANSWER_MAX_TOKENS, "temperature": temperature, **llm}
     created = await admin.post("/kappi/admin/agents", json=body)
     if created.status_code != 201:
         raise RuntimeError(f"kappi refused the {name} agent: {created.status_code} {created.text}")
@@ -988,6 +993,7 @@ class Options:
     llama_url: str | None = None
     local_model: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    temperature: float = TEMPERATURE
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -1017,7 +1023,7 @@ async def measure(options: Options) -> dict[str, Any]:
         llama = await _llama(s, options)
         for provider in options.providers:
             try:
-                outcome = await _one_provider(s, provider, questions, llama, size)
+                outcome = await _one_provider(s, provider, questions, llama, size, temperature=options.temperature)
             except (httpx.HTTPError, RuntimeError, KeyError) as exc:  # the other providers' figures still count
                 outcome = f"{provider} failed: {type(exc).__name__}: {exc}"
             if isinstance(outcome, str):
@@ -1044,7 +1050,12 @@ async def measure(options: Options) -> dict[str, Any]:
             "answerable": sum(q.answerable for q in questions),
             "unanswerable": sum(not q.answerable for q in questions),
         },
-        "settings": {"top_k_per_collection": TOP_K, "naive_top_k": NAIVE_TOP_K, "streamed": STREAMED_QUESTIONS[size]},
+        "settings": {
+            "top_k_per_collection": TOP_K,
+            "naive_top_k": NAIVE_TOP_K,
+            "streamed": STREAMED_QUESTIONS[size],
+            "temperature": options.temperature,
+        },
         "ingest_seconds": ingest_seconds,
         "llama": None if llama is None else {"base_url": llama.base_url, "model": llama.model},  # not its key
         "serve_env": serve_env(options),
@@ -1057,7 +1068,7 @@ async def measure(options: Options) -> dict[str, Any]:
 
 
 async def _one_provider(
-    s: Stack, provider: str, questions: Sequence[Question], llama: Llama | None, size: str
+    s: Stack, provider: str, questions: Sequence[Question], llama: Llama | None, size: str, *, temperature: float
 ) -> dict[str, Any] | str:
     """The provider's summary, or why it did not run."""
     if provider == "extractive":
@@ -1065,7 +1076,7 @@ async def _one_provider(
         asked = await run_provider(s, agent, questions, streamed=len(questions), llama=None)
         return summarise(provider, questions, asked)
     if provider == "local":
-        agent_or_reason = await _local_agent(s)
+        agent_or_reason = await _local_agent(s, temperature)
         if isinstance(agent_or_reason, str):
             return agent_or_reason
         asked = await run_provider(s, agent_or_reason, questions, streamed=STREAMED_QUESTIONS[size], llama=llama)
@@ -1073,18 +1084,18 @@ async def _one_provider(
     if provider == "naive":
         if llama is None:
             return "naive peer skipped: no llama.cpp server (no local model running, no --llama-url)"
-        config = {"temperature": 0.2, "max_tokens": ANSWER_MAX_TOKENS}  # as Ragu's agents
+        config = {"temperature": temperature, "max_tokens": ANSWER_MAX_TOKENS}  # as Ragu's agents
         return summarise(provider, questions, await run_naive(s, questions, llama, config))
     return f"unknown provider {provider!r}"
 
 
-async def _local_agent(s: Stack) -> dict[str, Any] | str:
+async def _local_agent(s: Stack, temperature: float) -> dict[str, Any] | str:
     """An agent on the embedded model, or why there is none (no model installed, or it did not start)."""
     catalog = await _local_ready(s)
     if isinstance(catalog, str):
         return catalog
     model = next(p["models"][0] for p in catalog["providers"] if p["provider"] == "local")
-    return await make_agent(s.admin, "Local", {"llm_provider": "local", "llm_model": model})
+    return await make_agent(s.admin, "Local", {"llm_provider": "local", "llm_model": model}, temperature=temperature)
 
 
 async def _local_ready(s: Stack) -> dict[str, Any] | str:
@@ -1143,6 +1154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--llama-url", help="a llama.cpp server for the naive peer and the raw comparison")
     parser.add_argument("--local-model", help="the model name to send that server")
     parser.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE", help="extra environment for ragu serve")
+    parser.add_argument("--temperature", type=float, default=TEMPERATURE, help="the agents' and the naive peer's")
     parser.add_argument("--out", type=Path, help="write the JSON result here instead of stdout")
     parser.add_argument("--rescore", type=Path, metavar="RESULT", help="judge a saved result again, asking nothing")
     args = parser.parse_args(argv)
@@ -1157,6 +1169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         llama_url=args.llama_url,
         local_model=args.local_model,
         env=dict(item.split("=", 1) for item in args.env),
+        temperature=args.temperature,
     )
     text = json.dumps(asyncio.run(measure(options)), indent=2)
     if args.out:

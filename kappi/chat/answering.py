@@ -35,6 +35,12 @@ UNSUPPORTED_FALLBACK = LlmFallback(
     detail="the model's answer rested on none of the passages",
 )
 """Why an answer is a quote of the passages when the model's every sentence was dropped (:func:`quoted_instead`)."""
+DECLINED_FALLBACK = LlmFallback(
+    provider=EXTRACTIVE,
+    reason="answer_declined",
+    detail="the model said it does not know, but a passage answers",
+)
+"""Why an answer is a quote of the passages when all the model said was that it does not know."""
 
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,9 +125,12 @@ class Answerer:
                     if text := grounder.feed(item.text):
                         yield Token(text=text)
         rest, cited = grounder.finish(), grounder.cited
-        if grounder.rested_on_nothing and (quoted := quoted_instead(prepared.text, request.passages)) is not None:
+        declined = grounder.only_declined
+        if (grounder.rested_on_nothing or declined) and (
+            quoted := quoted_instead(prepared.text, request.passages, over_a_decline=declined)
+        ) is not None:
             rest, cited = quoted
-            fallback = fallback or UNSUPPORTED_FALLBACK
+            fallback = fallback or (DECLINED_FALLBACK if declined else UNSUPPORTED_FALLBACK)
         if rest:
             yield Token(text=rest)
         yield usage

@@ -27,7 +27,17 @@ from typing import TypeVar
 import msgspec
 
 from kappi.llm.base import Passage
-from kappi.llm.extractive import FOUND, STOP_WORDS, analysed, extract_answer, identifiers, named, question_stems
+from kappi.llm.extractive import (
+    FOUND,
+    STOP_WORDS,
+    analysed,
+    expects_value,
+    extract_answer,
+    identifiers,
+    named,
+    question_stems,
+    states_value,
+)
 from kappi.llm.prompt import ANSWER_RULES
 from kappi.retrieval.service import RetrievedChunk
 
@@ -376,6 +386,9 @@ class Grounder:
     """Sentences dropped as resting on no passage."""
     kept_sentences: int = 0
     _pending: str = ""
+    _declines: str = ""
+    """What the model wrote saying it does not know, held while nothing else of its answer stands: when nothing
+    does, the caller may put a quote of a passage that answers in its place (:attr:`only_declined`)."""
 
     def __post_init__(self) -> None:
         self._numbers = {p.citation for p in self.passages}
@@ -390,6 +403,8 @@ class Grounder:
     def finish(self) -> str:
         """The rest of the answer, once the model has finished."""
         out = self._complete_sentences(final=True) if self.attribute else self._checked_prefix(final=True)
+        if self.only_declined:
+            return out + self._declines
         if self.rested_on_nothing:
             return out + UNSUPPORTED_ONLY
         return out
@@ -397,7 +412,12 @@ class Grounder:
     @property
     def rested_on_nothing(self) -> bool:
         """Every sentence the model wrote was dropped: nothing of its answer was shown."""
-        return self.attribute and self.kept_sentences == 0 and bool(self.dropped)
+        return self.attribute and self.kept_sentences == 0 and bool(self.dropped) and not self._declines
+
+    @property
+    def only_declined(self) -> bool:
+        """All that stands of the answer is the model saying it does not know (held until :meth:`finish`)."""
+        return self.attribute and self.kept_sentences == 0 and bool(self._declines)
 
     def _checked_prefix(self, *, final: bool) -> str:
         """The pending text with its markers checked, minus a trailing marker still being written."""
@@ -450,26 +470,40 @@ class Grounder:
         checked = self._check_markers(sentence)
         if not checked.strip():
             return gap if checked or gap.count("\n") else ""
+        if declines(checked) and self.kept_sentences == 0:
+            self._declines += checked + gap
+            return ""
         if _CITED_NUMBERS.search(checked) or declines(checked) or _is_structural(checked):
-            self.kept_sentences += 1
-            return checked + gap
+            return self._kept(checked + gap)
         citation, share = support(checked, self.question, self.passages)
         if citation is None or share < self.threshold:
             self.dropped.append(checked.strip())
             return ""
         self._cite([citation])
-        self.kept_sentences += 1
         stripped = checked.rstrip()
-        return f"{stripped} [{citation}]{checked[len(stripped) :]}{gap}"
+        return self._kept(f"{stripped} [{citation}]{checked[len(stripped) :]}{gap}")
+
+    def _kept(self, text: str) -> str:
+        """A sentence that stands, after any decline held before it ("I don't know exactly. It is ...")."""
+        self.kept_sentences += 1
+        out, self._declines = self._declines + text, ""
+        return out
 
 
-def quoted_instead(question: str, passages: Sequence[Passage]) -> tuple[str, list[int]] | None:
+def quoted_instead(
+    question: str, passages: Sequence[Passage], *, over_a_decline: bool = False
+) -> tuple[str, list[int]] | None:
     """The extractive quote of the section that answers, and the citations it carries, for an answer whose every
     sentence rested on no passage; ``None`` when no section answers either (the answer then says
     :data:`UNSUPPORTED_ONLY`). A small model misreads a passage that does answer ("The signal ... is [1]."); a
-    quote of it, cited, serves the reader better than nothing."""
+    quote of it, cited, serves the reader better than nothing.
+
+    ``over_a_decline``: the model said it does not know. A quote then takes its place only if it states a value
+    when the question asks for one ("Sick leave rules." does not say how long sick leave is paid)."""
     pieces = extract_answer(question, passages)
     if pieces[0] != FOUND:
+        return None
+    if over_a_decline and expects_value(question) and not states_value(_CITED_NUMBERS.sub(" ", pieces[1])):
         return None
     checked = Grounder(passages, question, attribute=False)
     text = checked.feed("".join(pieces)) + checked.finish()

@@ -72,7 +72,8 @@ class LlmFallback(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     """``local_llm_not_installed``, ``local_llm_refused`` (its checksum), ``local_llm_starting`` or
     ``local_llm_down``; ``answer_unsupported`` when the model answered but no sentence of its rested on a passage,
-    so the answer quotes the passages instead."""
+    ``answer_declined`` when all it said was that it does not know: the answer quotes the passage that answers
+    instead."""
     detail: str
 
 

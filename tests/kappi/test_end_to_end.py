@@ -26,7 +26,7 @@ from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentVectors
 from kappi.app import create_app as create_kappi
 from kappi.chat import service as chat_service
-from kappi.chat.answering import UNSUPPORTED_FALLBACK
+from kappi.chat.answering import DECLINED_FALLBACK, UNSUPPORTED_FALLBACK
 from kappi.chat.grounding import DECLINE
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import LlmEvent, LlmRequest
@@ -798,3 +798,26 @@ async def test_a_model_answer_resting_on_nothing_gives_way_to_a_quote_of_the_pas
     assert done["grounding"]["unsupported"] == ["Employees get a company car."]
     assert [c["collection"] for c in done["citations"]] == [world.collections["hr"]["name"]]
     assert re.search(r"\[\d\]", answer)
+
+
+async def test_a_model_that_only_says_it_does_not_know_gives_way_to_a_quote_of_the_passage_that_answers_standin_llm(
+    model_kappi: ModelKappi, world: World, settings: Settings
+) -> None:
+    """The model said only "I don't know." though a passage answers: the answer quotes it, cited, and
+    ``llm_fallback`` says the model declined; with no passage that answers, the model's decline stands. The model
+    is the OpenAI-compatible stand-in (its real wire format)."""
+    model_kappi.llm.script = Script(tokens=("I don't", " know."))
+    alice = as_user(settings, "alice", "hr")
+    events = await _ask_streaming(model_kappi.client, alice, world.agent["id"])
+    answer = "".join(d["text"] for e, d in events if e == "token")
+    done = events[-1][1]
+    assert "25 vacation days per year" in answer
+    assert "know" not in answer
+    assert done["llm_fallback"] == msgspec.to_builtins(DECLINED_FALLBACK)
+    assert [c["collection"] for c in done["citations"]] == [world.collections["hr"]["name"]]
+    unanswered = await model_kappi.client.post(
+        f"/agents/{world.agent['id']}/query", json={"content": "How long is sick leave paid?"}, headers=alice
+    )
+    assert unanswered.status_code == 200, unanswered.text
+    assert unanswered.json()["answer"] == "I don't know."
+    assert unanswered.json()["llm_fallback"] is None

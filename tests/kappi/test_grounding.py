@@ -470,3 +470,41 @@ def test_an_answer_resting_on_nothing_is_quoted_instead_only_from_a_section_that
     kept = Grounder(PASSAGES, QUESTION)
     run(kept, ["Employees get 25 days per year. ", "Managers also get a company car."])
     assert not kept.rested_on_nothing
+
+
+def test_a_lone_i_do_not_know_is_held_to_the_end_so_a_quote_can_stand_in_for_it() -> None:
+    """Regression (bench/answer_bench.py, #17, ``pg-hba-reload-signal``): the model said "I don't know." with the
+    answering passage before it; the decline was shown as it came, so no quote could take its place. Now it is held
+    until the answer ends: alone, it is what :meth:`Grounder.finish` gives and :attr:`only_declined` says so; with a
+    sentence that stands after it, it streams just before that sentence."""
+    alone = Grounder(PASSAGES, QUESTION)
+    assert alone.feed("I don't know. ") == ""
+    assert alone.finish() == "I don't know. "
+    assert alone.only_declined
+    assert not alone.rested_on_nothing
+    with_answer = Grounder(PASSAGES, QUESTION)
+    assert with_answer.feed("I don't know exactly. ") == ""
+    assert with_answer.feed("Employees get 25 days of paid holiday. Unused") == (
+        "I don't know exactly. Employees get 25 days of paid holiday. [2] "
+    )
+    assert not with_answer.only_declined
+    after_an_answer = Grounder(PASSAGES, QUESTION)
+    assert after_an_answer.feed("Employees get 25 days of paid holiday. I don't know more. Unused") == (
+        "Employees get 25 days of paid holiday. [2] I don't know more. "
+    )
+    unsupported_then_declined = Grounder(PASSAGES, QUESTION)
+    assert run(unsupported_then_declined, ["Employees get a company car. ", "I don't know."]) == "I don't know."
+    assert unsupported_then_declined.only_declined
+    assert unsupported_then_declined.dropped == ["Employees get a company car."]
+
+
+def test_a_quote_takes_a_declines_place_only_if_it_states_the_value_asked_for() -> None:
+    """The model that said it does not know may be right: "Sick leave rules." holds the question's terms but does
+    not say how long; over a decline it is no answer, over an answer resting on nothing it is still quoted."""
+    sick_leave = [passage(1, "Sick leave rules.")]
+    question = "How long is sick leave paid?"
+    assert quoted_instead(question, sick_leave) is not None
+    assert quoted_instead(question, sick_leave, over_a_decline=True) is None
+    quoted = quoted_instead(QUESTION, PASSAGES, over_a_decline=True)
+    assert quoted is not None
+    assert "25 days of paid holiday" in quoted[0]
