@@ -357,6 +357,21 @@ def echoes(sentence: str, prompt: str) -> bool:
     return bare.startswith("question ") or (len(bare.split()) >= 5 and bare in _bare(prompt))
 
 
+_ASKS_WHICH = re.compile(r"^\W*(?:which|what|who|whom|whose|where|when|how|why)\b", re.IGNORECASE)
+
+
+def restates(sentence: str, question: str) -> bool:
+    """Whether the sentence only restates a question that asks which, what, how ...: no word or number of its
+    claim is new ("The pg_hba.conf address keyword matches any of the server's own IP addresses [1]." asked which
+    keyword does). It claims nothing, cited or not. A yes/no question's answer may restate it, so those are not
+    judged."""
+    if _ASKS_WHICH.match(question) is None:
+        return False
+    claimed = _CITED_NUMBERS.sub(" ", _claim(sentence))
+    asked = set(question_stems(question))
+    return not any(s not in asked for s in _content_stems(claimed)) and _numbers(claimed) <= _numbers(question)
+
+
 def declines(sentence: str) -> bool:
     """Whether the sentence says the sources do not answer (kept without a citation: it claims nothing)."""
     return bool(_DECLINING.search(sentence))
@@ -386,9 +401,11 @@ class Grounder:
     """Sentences dropped as resting on no passage."""
     kept_sentences: int = 0
     _pending: str = ""
-    _declines: str = ""
-    """What the model wrote saying it does not know, held while nothing else of its answer stands: when nothing
-    does, the caller may put a quote of a passage that answers in its place (:attr:`only_declined`)."""
+    _held: str = ""
+    """What claims nothing (the model saying it does not know, a lead-in such as "The answer is:", the question
+    restated), held while nothing else of the answer stands: when nothing does, a quote of a passage that answers
+    may take its place."""
+    _held_declines: bool = False
 
     def __post_init__(self) -> None:
         self._numbers = {p.citation for p in self.passages}
@@ -404,20 +421,22 @@ class Grounder:
         """The rest of the answer, once the model has finished."""
         out = self._complete_sentences(final=True) if self.attribute else self._checked_prefix(final=True)
         if self.only_declined:
-            return out + self._declines
+            return out + self._held
         if self.rested_on_nothing:
+            self.cited.clear()  # only what was held, and not shown, had cited anything
             return out + UNSUPPORTED_ONLY
         return out
 
     @property
     def rested_on_nothing(self) -> bool:
-        """Every sentence the model wrote was dropped: nothing of its answer was shown."""
-        return self.attribute and self.kept_sentences == 0 and bool(self.dropped) and not self._declines
+        """Every sentence the model wrote was dropped or a lead-in to nothing: nothing of its answer was shown."""
+        nothing = self.attribute and self.kept_sentences == 0 and not self._held_declines
+        return nothing and bool(self.dropped or self._held)
 
     @property
     def only_declined(self) -> bool:
         """All that stands of the answer is the model saying it does not know (held until :meth:`finish`)."""
-        return self.attribute and self.kept_sentences == 0 and bool(self._declines)
+        return self.attribute and self.kept_sentences == 0 and self._held_declines
 
     def _checked_prefix(self, *, final: bool) -> str:
         """The pending text with its markers checked, minus a trailing marker still being written."""
@@ -470,8 +489,10 @@ class Grounder:
         checked = self._check_markers(sentence)
         if not checked.strip():
             return gap if checked or gap.count("\n") else ""
-        if declines(checked) and self.kept_sentences == 0:
-            self._declines += checked + gap
+        claims_nothing = declines(checked) or _is_structural(checked) or restates(checked, self.question)
+        if self.kept_sentences == 0 and claims_nothing:
+            self._held += checked + gap
+            self._held_declines = self._held_declines or declines(checked)
             return ""
         if _CITED_NUMBERS.search(checked) or declines(checked) or _is_structural(checked):
             return self._kept(checked + gap)
@@ -484,9 +505,9 @@ class Grounder:
         return self._kept(f"{stripped} [{citation}]{checked[len(stripped) :]}{gap}")
 
     def _kept(self, text: str) -> str:
-        """A sentence that stands, after any decline held before it ("I don't know exactly. It is ...")."""
+        """A sentence that stands, after what was held before it ("I don't know exactly. It is ...")."""
         self.kept_sentences += 1
-        out, self._declines = self._declines + text, ""
+        out, self._held, self._held_declines = self._held + text, "", False
         return out
 
 

@@ -15,6 +15,7 @@ from kappi.chat.grounding import (
     UNSUPPORTED_ONLY,
     Grounder,
     declines,
+    restates,
     joined_neighbours,
     quoted_instead,
     relevant,
@@ -508,3 +509,34 @@ def test_a_quote_takes_a_declines_place_only_if_it_states_the_value_asked_for() 
     quoted = quoted_instead(QUESTION, PASSAGES, over_a_decline=True)
     assert quoted is not None
     assert "25 days of paid holiday" in quoted[0]
+
+
+def test_a_lead_in_to_nothing_is_no_answer() -> None:
+    """Found by the soak with SmolLM2: "The answer to this question is:" and nothing after it was shown as the
+    whole answer, uncited, with no note (a lead-in claims nothing, so it counted as a sentence that stands). It is
+    held like a decline: before a sentence that stands it streams as written; alone, the answer rested on nothing."""
+    alone = Grounder(PASSAGES, QUESTION)
+    assert run(alone, ["The answer to this", " question is:"]) == UNSUPPORTED_ONLY
+    assert alone.rested_on_nothing
+    assert quoted_instead(QUESTION, PASSAGES) is not None  # so the pipeline quotes the passage instead
+    led_in = Grounder(PASSAGES, QUESTION)
+    assert run(led_in, ["Here are the facts:\n\n", "- Employees get 25 days of paid holiday.\n"]) == (
+        "Here are the facts:\n\n- Employees get 25 days of paid holiday. [2]\n"
+    )
+
+
+def test_a_sentence_that_only_restates_a_which_question_claims_nothing_even_cited() -> None:
+    """Regression (bench/answer_bench.py, #17, ``pg-hba-samehost``, local model at temperature 0): asked which
+    keyword matches the server's own addresses, the model wrote the question back as a statement, cited; it was
+    kept as the answer. Such a sentence is held like a lead-in: alone, the answer rested on nothing (and cites
+    nothing). A yes/no question's answer may restate it, and a sentence adding a word or a number does not."""
+    question = "Which pg_hba.conf address keyword matches any of the server's own IP addresses?"
+    said = "The pg_hba.conf address keyword matches any of the server's own IP addresses. [1]"
+    assert restates(said, question)
+    assert not restates("The samehost keyword matches any of the server's own IP addresses. [1]", question)
+    assert not restates("Employees get 25 days of paid holiday.", "How many days of paid holiday do employees get?")
+    assert not restates("Yes, employees get paid holiday.", "Do employees get paid holiday?")
+    grounder = Grounder(PASSAGES, "Which days do employees get paid holiday for?")
+    assert run(grounder, ["Employees get paid holiday days. [2]"]) == UNSUPPORTED_ONLY
+    assert grounder.rested_on_nothing
+    assert grounder.cited == []
