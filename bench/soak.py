@@ -55,8 +55,8 @@ shut down cleanly at the end (with the model, its process too).
   :data:`MIN_ANSWERED_SHARE` of the questions answered (not given up) is an error.
 - *Cite nothing*: grounding drops each sentence of the model's that rests on no passage, and when none stands
   the answer is a cited quote of a passage (``llm_fallback`` ``answer_unsupported``/``answer_declined``), or
-  grounding's :data:`~kappi.chat.grounding.UNSUPPORTED_ONLY`, or the model's own "I don't know", or a lead-in
-  that claims nothing. An uncited answer is accepted only as one of those, judged with grounding's own rules
+  grounding's :data:`~kappi.chat.grounding.UNSUPPORTED_ONLY` (also for a lead-in to nothing), or the model's
+  own "I don't know". An uncited answer is accepted only as one of those, judged with grounding's own rules
   (:func:`uncited_answer`); with ``extractive`` only as its "no passage answers" sentences or the floor's
   decline.
 
@@ -102,7 +102,7 @@ from typing import Any
 import httpx
 
 from bench.report import ONE_CORE_ENV, SummaryRow
-from kappi.chat.grounding import DECLINE, UNSUPPORTED_ONLY, Grounder, declines
+from kappi.chat.grounding import DECLINE, UNSUPPORTED_ONLY, Grounder
 from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -1003,7 +1003,7 @@ class Load:
             self.rec.error(op, "uncited_answer", f"{answer[:300]!r}; {json.dumps(body)[:300]}")
             return False
         self.rec.checks[f"uncited_{why}"] += 1
-        if why in {"model_declined", "claims_nothing"} and len(self.rec.uncited_samples) < MAX_SAMPLES_KEPT:
+        if why == "model_declined" and len(self.rec.uncited_samples) < MAX_SAMPLES_KEPT:
             self.rec.uncited_samples.append(f"{why}: {answer[:300]!r}")
         return True
 
@@ -1377,22 +1377,20 @@ def uncited_answer(answer: str, question: str, grounding: dict[str, Any], llm: s
     Either LLM: the relevance floor kept no passage, and the answer is :data:`DECLINE` (``grounding.declined``).
     ``extractive``: no section of the passages answers, and it says so in one of its two sentences. A model
     (``kappi.chat.answering``, ``kappi.chat.grounding``): every sentence it wrote was dropped as resting on no
-    passage, and no quote answered instead: :data:`UNSUPPORTED_ONLY` alone; or what stands claims nothing, as
-    grounding decides: the model's own "I don't know" (held, and shown when no quote answers), a heading or a
-    lead-in ("Here are the rules:"). That is checked with grounding's own rules on the answer over no passage
-    at all: any sentence claiming something is then dropped, so an answer that loses none claims nothing."""
+    passage or a lead-in to nothing ("The answer is:"), and no quote answered instead: :data:`UNSUPPORTED_ONLY`
+    alone; or the model's own "I don't know" (held, and shown when no quote answers). That is checked with
+    grounding's own rules on the answer over no passage at all: any sentence claiming something is then dropped,
+    so an answer that loses none and only declines claims nothing."""
     if grounding.get("declined"):
         return "declined_by_the_relevance_floor" if answer == DECLINE else None
     if not is_model(llm):
         return "nothing_matches" if answer in {NOTHING_FOUND, NOTHING_MATCHES} else None
     if answer.strip() == UNSUPPORTED_ONLY:
-        return "every_sentence_dropped" if grounding.get("dropped_sentences") else None
+        return "nothing_stands"
     over_nothing = Grounder(passages=[], question=question)
     over_nothing.feed(answer)
     over_nothing.finish()
-    if over_nothing.dropped:
-        return None
-    return "model_declined" if declines(answer) else "claims_nothing"
+    return "model_declined" if over_nothing.only_declined and not over_nothing.dropped else None
 
 
 # -------------------------------------------------------------------------------------------- the result
