@@ -84,7 +84,7 @@ STREAMED_QUESTIONS = {"quick": 4, "full": 12}
 """Questions asked through the stream (and of the raw server) per model provider; extractive streams all."""
 LLM_TIMEOUT = 300.0
 ANSWER_MAX_TOKENS = 256
-TEMPERATURE = 0.2
+TEMPERATURE = 0.0
 """Ragu's agents' and the naive peer's sampling temperature: new agents' default (``AgentCreate``)."""
 RAW_MAX_TOKENS = 8
 """The raw comparison needs only the first token; a few more, read to the end, bring the server's usage."""

@@ -44,7 +44,9 @@ class AgentCreate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     system_prompt: Prompt = DEFAULT_SYSTEM_PROMPT
     context_template: Prompt | None = None
     """Wraps the retrieved sources; ``{context}`` marks where they go. Default: the sources alone."""
-    temperature: Temperature = 0.2
+    temperature: Temperature = 0.0
+    """0: the same question over the same passages gets the same answer (at 0.2 the embedded model's correctness
+    moved by up to 9 points between runs of ``bench/answer_bench.py``); raise it for drafting, not for facts."""
     max_tokens: MaxTokens = 800
     reranker: RerankerName | None = None
     """Reorders the passages of every collection together before the LLM reads them (``cohere`` when

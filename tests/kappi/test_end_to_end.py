@@ -409,6 +409,8 @@ async def test_temperature_round_trips_exactly_and_sending_it_back_is_no_change(
     same = {"temperature": agent["config"]["temperature"], "max_tokens": agent["config"]["max_tokens"]}
     again = (await kappi.patch(f"/admin/agents/{agent['id']}", json=same, headers=admin)).json()
     assert again["current_version"] == 1
+    unsent = (await kappi.post("/admin/agents", json={"name": "Plain"}, headers=admin)).json()
+    assert unsent["config"]["temperature"] == 0.0  # the same question, the same answer
 
 
 async def test_deactivated_agents_disappear_for_users(
