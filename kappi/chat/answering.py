@@ -41,9 +41,6 @@ DECLINED_FALLBACK = LlmFallback(
     detail="the model said it does not know, but a passage answers",
 )
 """Why an answer is a quote of the passages when all the model said was that it does not know."""
-QUOTED_INSTEAD = tuple(msgspec.to_builtins(f) for f in (UNSUPPORTED_FALLBACK, DECLINED_FALLBACK))
-"""The two as an answer's ``llm_fallback`` reads on the wire: the agent's own model answered, and a quote of the
-passage that answers took its place."""
 
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):

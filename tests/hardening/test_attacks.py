@@ -41,7 +41,6 @@ from common.config import Settings, load_settings
 from common.db import SingleConnectionDatabase
 from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
-from kappi.chat.answering import QUOTED_INSTEAD
 from ragu.local_llm import LocalLlmServer
 from tests.conftest import TEST_SECRET, AppClient
 from tests.hardening.conftest import (
@@ -56,6 +55,7 @@ from tests.hardening.conftest import (
     operations,
 )
 from tests.kappi.conftest import as_user, sse_events
+from tests.support.answers import QUOTED_INSTEAD
 
 NON_MEMBER_GROUPS = ("legal",)
 BONUS_QUESTION = "How large is the executive bonus pool?"

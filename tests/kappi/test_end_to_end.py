@@ -26,7 +26,7 @@ from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentVectors
 from kappi.app import create_app as create_kappi
 from kappi.chat import service as chat_service
-from kappi.chat.answering import DECLINED_FALLBACK, QUOTED_INSTEAD, UNSUPPORTED_FALLBACK
+from kappi.chat.answering import DECLINED_FALLBACK, UNSUPPORTED_FALLBACK
 from kappi.chat.grounding import DECLINE
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import LlmEvent, LlmRequest
@@ -35,6 +35,7 @@ from kappi.llm.local_models import find_local_model
 from ragu.local_llm import LocalLlmServer
 from tests.chonkit.conftest import drain
 from tests.kappi.conftest import AppClient, as_user, sse_events
+from tests.support.answers import QUOTED_INSTEAD
 from tests.support.documents import pdf
 from tests.support.llm_standins import OpenAIStandin, Script
 

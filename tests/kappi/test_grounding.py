@@ -15,10 +15,10 @@ from kappi.chat.grounding import (
     UNSUPPORTED_ONLY,
     Grounder,
     declines,
-    restates,
     joined_neighbours,
     quoted_instead,
     relevant,
+    restates,
     split_citations,
     support,
 )
