@@ -26,11 +26,20 @@ class AppError(Exception):
     status: ClassVar[int] = 500
     default_code: ClassVar[str] = "internal"
 
-    def __init__(self, detail: str, *, code: str | None = None, extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        extra: dict[str, Any] | None = None,
+        retry_after_seconds: int | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.code = code or self.default_code
         self.extra = extra or {}
+        self.retry_after_seconds = retry_after_seconds
+        """Sent as ``Retry-After``: when a client may try again (a busy model), so it need not guess."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, detail={self.detail!r})"

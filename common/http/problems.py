@@ -35,11 +35,16 @@ _HTTP_CODES = {
 }
 
 
-def problem(status: int, code: str, detail: str, **extra: Any) -> Response[dict[str, Any]]:
+def problem(
+    status: int, code: str, detail: str, *, retry_after_seconds: int | None = None, **extra: Any
+) -> Response[dict[str, Any]]:
     body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "code": code}
     body["detail"] = detail
     body.update(extra)
-    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=_headers(status))
+    headers = _headers(status)
+    if retry_after_seconds is not None:
+        headers = {**(headers or {}), "Retry-After": str(retry_after_seconds)}
+    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
 def _headers(status: int) -> dict[str, str] | None:
@@ -49,7 +54,7 @@ def _headers(status: int) -> dict[str, str] | None:
 def _app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[dict[str, Any]]:
     if exc.status >= 500:
         logger.warning("request failed: %s", exc.code, extra={"detail": exc.detail})
-    return problem(exc.status, exc.code, exc.detail, **exc.extra)
+    return problem(exc.status, exc.code, exc.detail, retry_after_seconds=exc.retry_after_seconds, **exc.extra)
 
 
 def _validation(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:

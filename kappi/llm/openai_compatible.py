@@ -55,6 +55,9 @@ class _Chunk(msgspec.Struct):
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
 _DONE = _Chunk()
+BUSY_RETRY_AFTER_SECONDS = 2
+"""``Retry-After`` of an ``llm_busy`` refusal: a short answer's time on a small local model, so a client's retry
+usually finds a place free."""
 
 
 class OpenAICompatibleProvider:
@@ -108,6 +111,7 @@ class OpenAICompatibleProvider:
                 f"{self.name} is answering {self._in_flight} questions, its most at once; try again shortly",
                 code="llm_busy",
                 extra={"provider": self.name, "max_concurrent": self._max_concurrent},
+                retry_after_seconds=BUSY_RETRY_AFTER_SECONDS,
             )
         self._in_flight += 1
         try:

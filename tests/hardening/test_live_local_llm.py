@@ -173,6 +173,7 @@ async def test_beyond_slots_and_queue_a_question_gets_503_llm_busy(stack: Served
             assert response.status_code == 503, response.text
             assert response.headers["content-type"] == "application/problem+json"
             assert response.json()["code"] == "llm_busy"
+            assert response.headers["retry-after"] == "2"  # a client need not guess when to try again
         finally:
             for task in held:
                 task.cancel()
