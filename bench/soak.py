@@ -540,7 +540,7 @@ class Recorder:
         self.error_samples: list[str] = []
         self.leak_samples: list[str] = []
         self.uncited_samples: list[str] = []
-        """Answers accepted without a citation that are not a fixed text: what the model wrote that claims nothing."""
+        """Answers accepted without a citation that are not a fixed text: the model's own "I don't know"."""
 
     def ok(self, op: str, seconds: float) -> None:
         self.latencies[op].append(seconds)

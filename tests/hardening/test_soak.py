@@ -224,8 +224,8 @@ def test_an_answer_citing_nothing_stands_only_where_its_llm_leaves_one(
     llm: str, answer: str, grounding: dict[str, Any], allowed: str | None
 ) -> None:
     """An uncited answer is a fixed text of the pipeline's (the floor's decline, extractive's "no passage
-    answers", grounding's "nothing the documents support"), or, from a model, words that claim nothing as
-    grounding judges them; a claim without a citation is an error."""
+    answers", grounding's "nothing the documents support"), or, from a model, its own decline as grounding judges
+    it; a claim without a citation, or a lead-in to nothing, is an error."""
     assert uncited_answer(answer, QUESTION, grounding, llm) == allowed
 
 
