@@ -82,6 +82,11 @@ class RaguServer:
         self._process: asyncio.subprocess.Process | None = None
 
     @property
+    def pid(self) -> int:
+        assert self._process is not None, "not started"
+        return self._process.pid
+
+    @property
     def alive(self) -> bool:
         return self._process is not None and self._process.returncode is None
 
