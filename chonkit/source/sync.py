@@ -14,9 +14,14 @@ A run goes ``queued`` → ``listing`` → ``embedding`` → ``done`` (or ``faile
    changed or went are taken out of the collection unless another item of the collection's sources still became
    them — and deleted if nothing else uses them. The collection then holds exactly its sources' current chunks.
 
-A listing that fails as a whole (the folder vanished, the site is down) fails the run and removes nothing: an
-unreachable source is never mistaken for an empty one. One run per source is unfinished at a time (a partial
-unique index); scheduled runs are queued by the same loop, from any number of workers.
+A listing that fails as a whole (the folder vanished, the site is down, the lister itself broke, or it ran past
+:data:`LISTING_SECONDS`) fails the run and removes nothing: an unreachable source is never mistaken for an empty
+one. One run per source is unfinished at a time (a partial unique index); scheduled runs are queued by the same
+loop, from any number of workers.
+
+A syncer lists up to :data:`CONCURRENT_RUNS` runs at once, so a site that trickles its bytes holds one listing,
+not every other source's sync. Each listing is watched (:data:`WATCH_SECONDS`): a cancel, a claim taken over or
+the deadline stops it even while its lister has had nothing to yield for minutes.
 """
 
 from __future__ import annotations
@@ -28,10 +33,10 @@ import os
 import socket
 import unicodedata
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import msgspec
@@ -57,8 +62,18 @@ from common.vectors.registry import VectorRegistry
 logger = logging.getLogger(__name__)
 
 FLUSH_EVERY = 50
-"""Items listed between writes of the run's progress (and checks for a cancel or a lost claim)."""
+"""Items listed between writes of the run's progress."""
 MAX_ATTEMPTS = 5
+CONCURRENT_RUNS = 4
+"""Listings one syncer (one process) runs at once, each claimed as one alone would be (``SKIP LOCKED``). Listing
+is mostly waiting on a site or a disk, so a few at once cost little, and one slow site no longer queues the rest."""
+WATCH_SECONDS = 1.0
+"""How often a listing asks whether it was cancelled or its claim was taken over: a lister waiting on a page that
+trickles (up to 60 s each) yields nothing meanwhile, so the check cannot wait for its next item."""
+LISTING_SECONDS = 2 * 60 * 60.0
+"""Longest one listing may run; past it the run fails (``listing_timeout``) and removes nothing. The largest web
+source listed politely fits (1000 pages at robots.txt's longest crawl-delay we honour, 5 s, are 83 minutes); one
+that answers every page as slowly as it may (60 s) would otherwise hold a listing for 17 hours."""
 _DONE_STAGES = frozenset({"done", "skipped"})
 _NAME_BYTES = 255
 _HIDDEN_CHARS = frozenset({"Cc", "Cf", "Cs"})
@@ -130,6 +145,30 @@ class _Stop(Exception):
         self.status = status
 
 
+class _Fail(Exception):
+    """The listing ends its run as failed with ``code``: it ran past its deadline, or its lister broke."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class _Watched:
+    """What a listing's watch and heartbeat tell it: :attr:`lost` once the heartbeat finds the claim gone, and
+    :attr:`reason` (why it must stop now), set once; :attr:`signal` is done from then on."""
+
+    def __init__(self) -> None:
+        self.lost = asyncio.Event()
+        self.reason: _Stop | _Fail | None = None
+        self.signal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def stop(self, reason: _Stop | _Fail) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self.signal.set_result(None)
+
+
 class SourceSyncer:
     """Runs sync runs: the listing, the hand-over to an embedding job, and the settling once it has finished."""
 
@@ -145,6 +184,9 @@ class SourceSyncer:
         heartbeat_seconds: float = 5.0,
         wake_worker: Callable[[], None] = lambda: None,
         listers: Callable[[SourceSpec, SourceLimits], SourceLister] = lister_for,
+        concurrency: int = CONCURRENT_RUNS,
+        watch_seconds: float = WATCH_SECONDS,
+        listing_seconds: float = LISTING_SECONDS,
     ) -> None:
         self.db = db
         self.blobs = blobs
@@ -156,6 +198,9 @@ class SourceSyncer:
         self.stale_after = timedelta(seconds=heartbeat_seconds * 6)
         self.wake_worker = wake_worker
         self.listers = listers
+        self.concurrency = concurrency
+        self.watch_seconds = watch_seconds
+        self.listing_seconds = listing_seconds
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -163,25 +208,37 @@ class SourceSyncer:
         self._wake.set()
 
     async def run(self, stop: asyncio.Event, *, idle_seconds: float = 2.0) -> None:
-        """Work until ``stop`` is set; like the embedding worker, a lost dependency or a bug is waited out."""
+        """Work until ``stop`` is set; like the embedding worker, a lost dependency or a bug is waited out.
+
+        Listings run as tasks of their own, at most :attr:`concurrency` at once; settling and claiming go on
+        meanwhile. When ``stop`` is set (or this is cancelled) the listings still running are cancelled: their
+        runs stay claimed, and are listed again from the start once their heartbeat is stale, as after a crash.
+        """
+        listings: set[asyncio.Task[None]] = set()
         backoff = idle_seconds
-        while not stop.is_set():
-            try:
-                worked = await self.run_once()
-                backoff = idle_seconds
-            except Unavailable as exc:
-                logger.warning("source syncer waiting for a dependency: %s", exc.detail)
-                worked, backoff = False, min(backoff * 2, 30.0)
-            except Exception:
-                logger.exception("source syncer loop failed; retrying")
-                worked, backoff = False, min(backoff * 2, 30.0)
-            if not worked:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
+        try:
+            while not stop.is_set():
+                try:
+                    worked = await self._work(listings)
+                    backoff = idle_seconds
+                except Unavailable as exc:
+                    logger.warning("source syncer waiting for a dependency: %s", exc.detail)
+                    worked, backoff = False, min(backoff * 2, 30.0)
+                except Exception:
+                    logger.exception("source syncer loop failed; retrying")
+                    worked, backoff = False, min(backoff * 2, 30.0)
+                if not worked:
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
+        finally:
+            for task in listings:
+                task.cancel()
+            await asyncio.gather(*listings, return_exceptions=True)
 
     async def run_once(self) -> bool:
-        """Queue due scheduled runs, settle one run whose job finished, or list one queued run; False when idle."""
+        """Queue due scheduled runs, settle one run whose job finished, or list one queued run (to its end); False
+        when idle."""
         async with self.db.transaction() as conn:
             due = await SourceRepository(conn).start_due_runs()
         if await self.settle_once():
@@ -191,6 +248,31 @@ class SourceSyncer:
         if run is None:
             return due > 0
         await self._list(run)
+        return True
+
+    async def _work(self, listings: set[asyncio.Task[None]]) -> bool:
+        """:meth:`run_once`, except that a claimed run is listed in a task of its own (added to ``listings``), and
+        none is claimed while :attr:`concurrency` are running; False when there was nothing to start."""
+        async with self.db.transaction() as conn:
+            due = await SourceRepository(conn).start_due_runs()
+        if await self.settle_once():
+            return True
+        if len(listings) >= self.concurrency:
+            return False
+        async with self.db.transaction() as conn:
+            run = await SourceRepository(conn).claim_run(self.name, self.stale_after)
+        if run is None:
+            return due > 0
+        task = asyncio.create_task(self._list(run), name=f"source-run-{run.id}")
+        listings.add(task)
+
+        def finished(task: asyncio.Task[None]) -> None:
+            listings.discard(task)
+            self._wake.set()  # a slot is free: claim the next queued run now
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                logger.error("listing source run %s failed; it is listed again later", run.id, exc_info=exc)
+
+        task.add_done_callback(finished)
         return True
 
     # --- listing ---
@@ -209,13 +291,18 @@ class SourceSyncer:
             await sources.clear_items(run.id)  # listed again after a crash: from the start
         if source is None or collection is None:
             return
-        lost = asyncio.Event()
-        beat = asyncio.create_task(self._beat(run, lost))
+        watched = _Watched()
+        beat = asyncio.create_task(self._beat(run, watched.lost))
+        watch = asyncio.create_task(self._watch(run, watched))
         try:
-            items = await self._compare(run, source, known, held, lost)
+            items = await self._compare(run, source, known, held, watched)
         except _Stop as stop:
             if stop.status is not None:
                 await self._abandon(run, "cancelled")
+            return
+        except _Fail as failure:
+            logger.info("source %s could not be listed: %s", source.id, failure.detail)
+            await self._abandon(run, "failed", error_code=failure.code, error=failure.detail)
             return
         except AppError as exc:
             if exc.status >= 500 and not exc.code.startswith("web_"):
@@ -224,9 +311,9 @@ class SourceSyncer:
             await self._abandon(run, "failed", error_code=exc.code, error=exc.detail)
             return
         finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            for task in (beat, watch):
+                task.cancel()
+            await asyncio.wait((beat, watch))
         try:
             await self._hand_over(run, collection, items)
         except AppError as exc:
@@ -235,15 +322,31 @@ class SourceSyncer:
             await self._abandon(run, "failed", error_code=exc.code, error=exc.detail)
 
     async def _compare(
-        self, run: ClaimedRun, source: StoredSource, known: dict[str, KnownItem], held: set[UUID], lost: asyncio.Event
+        self, run: ClaimedRun, source: StoredSource, known: dict[str, KnownItem], held: set[UUID], watched: _Watched
     ) -> list[RunItem]:
         """List the source and record each new, changed, failed and skipped item; returns the stored ones."""
-        lister = self.listers(source.spec, self.limits)
+        listing = self.listers(source.spec, self.limits).items()
+        try:
+            return await self._record(run, source, listing, known=known, held=held, watched=watched)
+        finally:
+            with contextlib.suppress(Exception):
+                await cast(AsyncGenerator[Any, None], listing).aclose()  # its client, its files: closed now
+
+    async def _record(
+        self,
+        run: ClaimedRun,
+        source: StoredSource,
+        listing: AsyncIterator[SourceItem | SkippedItem],
+        *,
+        known: dict[str, KnownItem],
+        held: set[UUID],
+        watched: _Watched,
+    ) -> list[RunItem]:
         seen: set[str] = set()
         stored: list[RunItem] = []
         batch: list[RunItem] = []
         unchanged = 0
-        async for entry in lister.items():
+        while (entry := await _next_item(listing, watched)) is not None:
             if entry.key in seen:
                 continue
             seen.add(entry.key)
@@ -260,10 +363,10 @@ class SourceSyncer:
                     if item.action != "failed":
                         stored.append(item)
             if len(batch) + unchanged >= FLUSH_EVERY:
-                await self._flush(run, batch, unchanged, lost)
+                await self._flush(run, batch, unchanged, watched.lost)
                 batch, unchanged = [], 0
         gone = [RunItem(key=k, action="removed", document_id=v.document_id) for k, v in known.items() if k not in seen]
-        await self._flush(run, [*batch, *gone], unchanged, lost)
+        await self._flush(run, [*batch, *gone], unchanged, watched.lost)
         return stored
 
     async def _store(
@@ -341,6 +444,30 @@ class SourceSyncer:
                     blobs.append((await self._documents(conn).delete(document_id)).sha256)
             await sources.set_run(run.id, status, **fields)
         await self._remove_originals(blobs)
+
+    async def _watch(self, run: ClaimedRun, watched: _Watched) -> None:
+        """Stop the listing when it is cancelled, its claim is lost or it passes its deadline, whatever it is
+        waiting on; checked every :attr:`watch_seconds`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.listing_seconds
+        while True:
+            await asyncio.sleep(max(min(self.watch_seconds, deadline - loop.time()), 0))
+            if loop.time() >= deadline:
+                minutes = self.listing_seconds / 60
+                detail = f"Listing the source took longer than {minutes:g} minutes and was stopped; nothing was removed"
+                watched.stop(_Fail("listing_timeout", detail + "."))
+                return
+            try:
+                async with self.db.transaction() as conn:
+                    owned, cancelled = await SourceRepository(conn).listing_owned(run.id, self.name)
+            except Unavailable:
+                continue  # the heartbeat says whether we still own it
+            if watched.lost.is_set() or not owned:
+                watched.stop(_Stop(None))
+                return
+            if cancelled:
+                watched.stop(_Stop("cancelled"))
+                return
 
     async def _beat(self, run: ClaimedRun, lost: asyncio.Event) -> None:
         while True:
@@ -433,6 +560,44 @@ def _why_not_embedded(stage: str | None, code: str | None, error: str | None) ->
     if stage is None:
         return "embedding_elsewhere", "Another job was embedding this document; the next sync checks it again."
     return code or "embedding_failed", error or "Embedding failed; the item keeps what it had."
+
+
+async def _next_item(
+    listing: AsyncIterator[SourceItem | SkippedItem], watched: _Watched
+) -> SourceItem | SkippedItem | None:
+    """The lister's next item (``None`` at its end), unless the listing is stopped first: then the lister's step is
+    cancelled wherever it waits (a page trickling in) and the reason raised. Only the lister is interrupted, never
+    a store or a flush half done.
+
+    Raises:
+        _Stop, _Fail: the watch's reason; ``_Fail`` ``source_listing_crashed`` when the lister raised something
+            other than an :class:`AppError` (a bug, or input it did not expect): such a run fails at once, instead
+            of being retaken every 30 s until its attempts run out.
+    """
+    if watched.reason is not None:
+        raise watched.reason
+    step = asyncio.ensure_future(_pull(listing))
+    try:
+        await asyncio.wait((step, watched.signal), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not step.done():
+            step.cancel()
+            await asyncio.wait((step,))
+    if step.cancelled():
+        assert watched.reason is not None
+        raise watched.reason
+    exc = step.exception()
+    if exc is None:
+        return step.result()
+    if isinstance(exc, AppError):
+        raise exc
+    logger.error("a source lister failed", exc_info=exc)
+    detail = f"Listing the source failed unexpectedly ({type(exc).__name__}: {str(exc)[:200]}); nothing was removed."
+    raise _Fail("source_listing_crashed", detail) from exc
+
+
+async def _pull(listing: AsyncIterator[SourceItem | SkippedItem]) -> SourceItem | SkippedItem | None:
+    return await anext(listing, None)
 
 
 async def _first(*waits: Awaitable[Any]) -> None:

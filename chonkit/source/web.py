@@ -10,6 +10,12 @@ address for the check and to ``127.0.0.1`` a moment later (DNS rebinding) cannot
 followed by hand, each hop checked the same way. Environment proxies are ignored (a proxy would make the
 connection, not us).
 
+What a site sends is bounded before it is undone: the body is read raw and inflated by us, one layer of gzip or
+deflate at most, never past the source's ``max_bytes`` (robots.txt: :data:`MAX_ROBOTS_BYTES`), and the bytes on
+the wire are bounded as well; a stacked encoding is refused (``web_encoding_unsupported``). Work that grows with
+what a site sends (a sitemap's URLs, robots.txt's rules, a page's HTML) runs in a thread, never on the event loop
+that answers questions, and is bounded by what the listing can use (:data:`MAX_SITEMAP_LOCATIONS`).
+
 A 404 or 410 page is left out (gone: a sync removes it); other pages that cannot be taken are skipped, which a
 sync keeps as they were, since the failure may pass.
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import ipaddress
+import itertools
 import re
 import socket
 import ssl
@@ -65,6 +72,9 @@ MAX_ROBOTS_BYTES = 512 * 1024
 MAX_SITEMAPS = 50
 """Sitemap files fetched for one source (an index and the sitemaps it lists)."""
 MAX_CRAWL_DELAY_SECONDS = 5.0
+MAX_SITEMAP_LOCATIONS = 50_000
+"""``<loc>`` entries read over one listing, however many sitemap files hold them: the sitemap protocol's own limit
+for one file. Each is a URL to parse, so a sitemap of millions cannot buy millions of parses."""
 PAGE_SECONDS = 60.0
 """Longest a page may take in all, so a server that trickles bytes cannot hold a sync for ever."""
 _TIMEOUT = httpx.Timeout(15.0, connect=5.0)
@@ -101,6 +111,10 @@ _BY_EXTENSION = {
 }
 """Servers often say ``application/octet-stream`` (or ``text/plain`` for Markdown); the URL's extension decides."""
 _GZIP_MAGIC = b"\x1f\x8b"
+_ACCEPT_ENCODING = "gzip, deflate"
+"""The codings :class:`_Inflater` undoes; said explicitly, so installing brotli never makes httpx ask for more."""
+_INFLATE_STEP = 1024 * 1024
+"""Output inflated between two turns of the event loop (about a millisecond of zlib)."""
 _CHARSET = re.compile(r"charset\s*=\s*([^;\s]+)", re.IGNORECASE)
 _GONE = frozenset({404, 410})
 """A linked or listed page answering these is not there: it is left out, so a sync removes what it had."""
@@ -371,7 +385,7 @@ class WebLister:
         """The source's pages; see the module docstring for what raises and what is skipped."""
         async with httpx.AsyncClient(
             transport=_PinnedTransport(self._guard, self._tls or httpx.create_ssl_context()),
-            headers={"User-Agent": USER_AGENT},
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": _ACCEPT_ENCODING},
             timeout=_TIMEOUT,
             follow_redirects=False,
             trust_env=False,
@@ -510,37 +524,32 @@ class _Fetcher:
         raise failure
 
     async def sitemap_urls(self, url: httpx.URL) -> tuple[list[httpx.URL], list[SkippedItem]]:
-        """The page URLs of a sitemap or sitemap index (nested, gzipped or not), off-host ones skipped."""
+        """The page URLs of a sitemap or sitemap index (nested, gzipped or not), off-host ones skipped.
+
+        Everything done per ``<loc>`` (parsing the XML, resolving and checking each URL) runs in a thread: 90,000
+        URLs are 4.5 s of ``httpx.URL`` work, which on the event loop froze every question the server was
+        answering. It is bounded too (:class:`_SitemapBounds`): no more URLs than the listing can use.
+        """
         pending = deque([url])
         fetched: set[str] = set()
-        pages: list[httpx.URL] = []
-        skipped: list[SkippedItem] = []
-        while pending and len(fetched) < MAX_SITEMAPS and len(pages) <= self._spec.max_pages:
+        bounds = _SitemapBounds(self._spec.max_pages)
+        while pending and len(fetched) < MAX_SITEMAPS and not bounds.full:
             sitemap = pending.popleft()
             if str(sitemap) in fetched:
                 continue
             fetched.add(str(sitemap))
             try:
                 page = await self.page(sitemap, start=sitemap == url)
-                is_index, locations = await asyncio.to_thread(_sitemap_locations, page.content, self._spec.max_bytes)
+                children = await asyncio.to_thread(
+                    _read_sitemap, page.content, page.url, sitemap.host, self._spec.max_bytes, bounds
+                )
             except _Skip as skip:
                 if sitemap == url:
                     raise Unavailable(f"The sitemap cannot be read: {skip.reason}", code=skip.code) from None
-                skipped.append(SkippedItem(key=str(sitemap), code=skip.code, reason=skip.reason))
+                bounds.skipped.append(SkippedItem(key=str(sitemap), code=skip.code, reason=skip.reason))
                 continue
-            for location in locations:
-                try:
-                    target = parse_start_url(urljoin(page.url, location))
-                except InvalidInput:
-                    continue
-                if target.host != sitemap.host:
-                    reason = f"The sitemap at {sitemap} lists {target}, on another host; sitemaps list their own host."
-                    skipped.append(SkippedItem(key=str(target), code="web_off_host", reason=reason))
-                elif is_index:
-                    pending.append(target)
-                else:
-                    pages.append(target)
-        return pages, skipped
+            pending.extend(children[: max(MAX_SITEMAPS - len(fetched) - len(pending), 0)])
+        return bounds.pages, bounds.skipped
 
     async def _get(
         self, url: httpx.URL, *, max_bytes: int, host: str | None, robots: bool, truncate: bool = False
@@ -593,26 +602,121 @@ class _Fetcher:
                 why = f"{url.host}'s robots.txt answered HTTP {skip.status}, which allows nothing (RFC 9309)."
                 return _Robots(rules=None, disallow_all=why)
             return _Robots(rules=None)
-        rules = RobotFileParser()
-        rules.parse(decode_text(page.content).splitlines())
+        rules = await asyncio.to_thread(_parse_robots, page.content)  # 512 KiB of rules: 0.2 s of pure Python
         delay = rules.crawl_delay(ROBOTS_AGENT)
         return _Robots(rules=rules, delay=min(float(delay or 0), MAX_CRAWL_DELAY_SECONDS))
 
 
+def _parse_robots(content: bytes) -> RobotFileParser:
+    rules = RobotFileParser()
+    rules.parse(decode_text(content).splitlines())
+    return rules
+
+
 async def _read_bounded(response: httpx.Response, url: httpx.URL, max_bytes: int, *, truncate: bool) -> bytes:
-    """The (decoded) body, refused (or with ``truncate``, cut) as soon as it passes ``max_bytes``: a gzip bomb stops
-    there too."""
+    """The body, its content-coding undone by us, refused (or with ``truncate``, cut) as soon as it passes
+    ``max_bytes``.
+
+    httpx would decode every layer of ``Content-Encoding`` whole before we saw a byte (``gzip, gzip``: 1,827 bytes
+    on the wire, 1 GiB in memory), so the raw stream is read and :class:`_Inflater` undoes one coding with its
+    output bounded: at most ``max_bytes + 1`` bytes ever exist, whatever the ratio. The bytes on the wire are
+    bounded too (:func:`_wire_limit`): a stream that inflates to nothing must not keep us reading.
+    """
+    inflater = _Inflater.for_response(response, url)
+    wire_limit = max_bytes if inflater is None else _wire_limit(max_bytes)
     declared = response.headers.get("content-length", "")
-    if not truncate and declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
+    if not truncate and declared.isdigit() and int(declared) > wire_limit:
         raise _Skip("web_page_too_large", f"{url} is {int(declared)} bytes; the source's limit is {max_bytes}.")
     body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > max_bytes:
+    wire = 0
+    async for chunk in response.aiter_raw():
+        wire += len(chunk)
+        if inflater is None:
+            body += chunk
+        else:
+            await inflater.feed(chunk, body, max_bytes + 1)
+        if len(body) > max_bytes or wire > wire_limit:
             if truncate:
                 return bytes(body[:max_bytes])
             raise _Skip("web_page_too_large", f"{url} is larger than the source's limit of {max_bytes} bytes.")
+        if inflater is not None and inflater.done:
+            break  # what follows a complete stream is ignored, as httpx and browsers do
     return bytes(body)
+
+
+def _wire_limit(max_bytes: int) -> int:
+    """Compressed bytes read for a page of at most ``max_bytes``: deflate's worst case (stored blocks) adds 5 bytes
+    per 16 KiB, so a 64th more, and 1 KiB for the gzip header, covers every honest body."""
+    return max_bytes + max_bytes // 64 + 1024
+
+
+class _Inflater:
+    """Undoes one ``gzip`` or ``deflate`` content-coding, never making more output than it is allowed.
+
+    ``zlib``'s ``max_length`` keeps the input that would inflate past the bound in ``unconsumed_tail``, so a bomb
+    costs us the bound, not its size. Output is made a megabyte at a time with the event loop given a turn in
+    between, so a 50 MB page does not hold it either. One coding only: a stacked one (``gzip, gzip``) or one we do
+    not ask for (``br``, ``zstd``) is refused; no honest server sends either (we say ``Accept-Encoding: gzip,
+    deflate``).
+    """
+
+    def __init__(self, coding: str) -> None:
+        self._coding = coding
+        self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS if coding == "gzip" else zlib.MAX_WBITS)
+        self._started = False
+
+    @classmethod
+    def for_response(cls, response: httpx.Response, url: httpx.URL) -> _Inflater | None:
+        """The inflater the response's ``Content-Encoding`` needs; ``None`` for none (or ``identity``).
+
+        Raises:
+            _Skip: ``web_encoding_unsupported`` for more than one coding, or one we did not ask for.
+        """
+        codings = [
+            coding.strip().lower()
+            for header in response.headers.get_list("content-encoding")
+            for coding in header.split(",")
+        ]
+        codings = [coding for coding in codings if coding not in ("", "identity")]
+        if not codings:
+            return None
+        if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
+            raise _Skip(
+                "web_encoding_unsupported",
+                f"{url} is sent as Content-Encoding {', '.join(codings)}; web sources take one layer of gzip or "
+                "deflate (a stacked encoding is how a small response inflates to gigabytes).",
+            )
+        return cls("deflate" if codings[0] == "deflate" else "gzip")
+
+    @property
+    def done(self) -> bool:
+        """The compressed stream has ended."""
+        return bool(self._zlib.eof)
+
+    async def feed(self, chunk: bytes, body: bytearray, limit: int) -> None:
+        """Inflate ``chunk`` onto ``body`` until it ends or ``body`` holds ``limit`` bytes (the rest is dropped)."""
+        data = chunk
+        while len(body) < limit and not self._zlib.eof:
+            room = min(_INFLATE_STEP, limit - len(body))  # never 0, which zlib reads as "no bound"
+            out = self._inflate(data, room)
+            body += out
+            data = self._zlib.unconsumed_tail
+            if not data and len(out) < room:
+                return  # all of the chunk is in, and all it made is out (a full step may leave output pending)
+            await asyncio.sleep(0)
+
+    def _inflate(self, data: bytes, max_length: int) -> bytes:
+        try:
+            out = self._zlib.decompress(data, max_length)
+        except zlib.error as exc:
+            if self._coding != "deflate" or self._started:
+                raise _Skip("web_fetch_failed", f"The response does not inflate as {self._coding}: {exc}.") from None
+            # "deflate" should be zlib-wrapped (RFC 9110); some servers send the raw stream, as httpx allows
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            self._started = True
+            return self._inflate(data, max_length)
+        self._started = True
+        return out
 
 
 def _media_type(response: httpx.Response, url: httpx.URL) -> tuple[str, str | None]:
@@ -651,11 +755,68 @@ def urljoin(base: httpx.URL, reference: str) -> httpx.URL:
         raise InvalidInput(f"{reference!r} is not a URL.", code="web_url_invalid") from exc
 
 
-def _sitemap_locations(data: bytes, max_bytes: int) -> tuple[bool, list[str]]:
-    """Whether the file is a sitemap index, and its ``<loc>``\\ s. Entities and DTDs are never loaded."""
+class _SitemapBounds:
+    """What a sitemap listing has found so far, and how much more it may look at.
+
+    Pages: at most twice the source's page limit, and one more (the listing takes ``max_pages`` and may fail as
+    many before its budget is spent; the one after says where it stopped). Off-host entries reported: at most the
+    page limit. ``<loc>``\\ s read: at most :data:`MAX_SITEMAP_LOCATIONS` in all. Touched by one thread at a time.
+    """
+
+    def __init__(self, max_pages: int) -> None:
+        self.wanted = 2 * max_pages + 1
+        self.off_host_reports = max_pages
+        self.locations_left = MAX_SITEMAP_LOCATIONS
+        self.pages: list[httpx.URL] = []
+        self.seen: set[str] = set()
+        self.skipped: list[SkippedItem] = []
+
+    @property
+    def full(self) -> bool:
+        """Nothing more to look for: enough pages, or every ``<loc>`` the listing may read was read."""
+        return self.have_pages or self.locations_left <= 0
+
+    @property
+    def have_pages(self) -> bool:
+        return len(self.pages) >= self.wanted
+
+
+def _read_sitemap(data: bytes, base: httpx.URL, host: str, max_bytes: int, bounds: _SitemapBounds) -> list[httpx.URL]:
+    """Add a sitemap's pages on ``host`` to ``bounds`` (off-host ones as skipped); returns the sitemaps an index
+    lists. Runs in a thread: it is the part of a listing whose work grows with the sitemap."""
+    is_index, locations = _sitemap_locations(data, max_bytes, bounds.locations_left)
+    bounds.locations_left -= len(locations)
+    children: list[httpx.URL] = []
+    for location in locations:
+        if not is_index and bounds.have_pages:
+            break
+        try:
+            target = parse_start_url(urljoin(base, location))
+        except InvalidInput:
+            continue
+        if target.host != host:
+            if bounds.off_host_reports > 0:
+                bounds.off_host_reports -= 1
+                reason = f"The sitemap at {base} lists {target}, on another host; sitemaps list their own host."
+                bounds.skipped.append(SkippedItem(key=str(target), code="web_off_host", reason=reason))
+        elif is_index:
+            children.append(target)
+        elif str(target) not in bounds.seen:
+            bounds.seen.add(str(target))
+            bounds.pages.append(target)
+    return children
+
+
+def _sitemap_locations(data: bytes, max_bytes: int, limit: int = MAX_SITEMAP_LOCATIONS) -> tuple[bool, list[str]]:
+    """Whether the file is a sitemap index, and its first ``limit`` ``<loc>``\\ s. Entities and DTDs are never
+    loaded. Only elements are looked at: a comment, a processing instruction or an entity reference (which CMSs
+    write into sitemaps) is no ``<loc>``, and has no element name to ask for."""
     if data.startswith(_GZIP_MAGIC):
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        data = inflater.decompress(data, max_bytes + 1)
+        try:
+            data = inflater.decompress(data, max_bytes + 1)
+        except zlib.error as exc:
+            raise _Skip("web_sitemap_invalid", f"The sitemap does not inflate as gzip: {exc}.") from None
         if len(data) > max_bytes:
             raise _Skip("web_page_too_large", f"The sitemap inflates past the source's limit of {max_bytes} bytes.")
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
@@ -666,8 +827,8 @@ def _sitemap_locations(data: bytes, max_bytes: int) -> tuple[bool, list[str]]:
     local = etree.QName(root).localname
     if local not in ("urlset", "sitemapindex"):
         raise _Skip("web_sitemap_invalid", f"The sitemap's root is <{local}>, not <urlset> or <sitemapindex>.")
-    locations = [(element.text or "").strip() for element in root.iter() if etree.QName(element).localname == "loc"]
-    return local == "sitemapindex", [loc for loc in locations if loc]
+    locations = ((element.text or "").strip() for element in root.iter("{*}loc"))
+    return local == "sitemapindex", list(itertools.islice((loc for loc in locations if loc), max(limit, 0)))
 
 
 def _to_item(page: _Page) -> SourceItem | SkippedItem:
