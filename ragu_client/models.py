@@ -169,12 +169,13 @@ class AnswerToken(msgspec.Struct, frozen=True, kw_only=True):
 
 class Grounding(msgspec.Struct, frozen=True, kw_only=True):
     """``declined``: no passage passed the relevance floor, so the answer says so and no model was called;
-    ``dropped_sentences``: sentences of the model's answer resting on no passage, left out; ``unsupported``:
-    their text (never part of the answer)."""
+    ``dropped_sentences``: sentences of the model's answer left out; ``unsupported``: why each was, in order
+    (``no_source``: it rests on no passage the answer was given, the agent's instructions among them;
+    ``repeats_prompt``: it repeats the answering rules or the question), never its words."""
 
     declined: bool
     dropped_sentences: int
-    unsupported: list[str] = msgspec.field(default_factory=list)
+    unsupported: list[Literal["no_source", "repeats_prompt"]] = msgspec.field(default_factory=list)
 
 
 class Done(msgspec.Struct, frozen=True, kw_only=True):

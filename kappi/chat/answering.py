@@ -22,10 +22,10 @@ from common.telemetry import LlmCall
 from kappi.agent.models import Agent, AgentVersion
 from kappi.chat.followups import condensed_question
 from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, quoted_instead, relevant, split_citations
-from kappi.chat.models import Answer, Chat, Citation, Grounding, Message, QueryAnswer, Timings
+from kappi.chat.models import Answer, Chat, Citation, DropReason, Grounding, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
-from kappi.llm.prompt import grounded_question
+from kappi.llm.prompt import CONTEXT_PLACEHOLDER, grounded_question
 from kappi.llm.registry import EXTRACTIVE, LlmFallback, LlmRegistry
 from kappi.retrieval.service import Retrieval, Retriever, rerank_choice
 
@@ -68,12 +68,12 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
 
 class Grounded(msgspec.Struct, frozen=True, kw_only=True):
     """The pipeline's last step: the citation numbers the answer cites (the other passages it was given are
-    "also retrieved"), whether it declined from the retrieval scores, and the sentences dropped as resting on
-    no passage."""
+    "also retrieved"), whether it declined from the retrieval scores, and why each sentence grounding dropped
+    was (never the sentences: they may repeat the agent's confidential instructions, #26)."""
 
     cited: list[int]
     declined: bool = False
-    dropped: tuple[str, ...] = ()
+    dropped: tuple[DropReason, ...] = ()
     llm_fallback: LlmFallback | None = None
     """Set when another provider answered than the agent's (its local model is not running, or its answer rested
     on no passage and a quote stands in): says which, why."""
@@ -112,7 +112,8 @@ class Answerer:
         request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
         # Attribution needs passages to attribute to: an agent with no collections is a plain assistant.
         attribute = provider.reads_system_prompt and bool(request.passages)
-        grounder = Grounder(request.passages, prepared.text, attribute=attribute)
+        instructions = _instructions(prepared.config, request) if provider.reads_system_prompt else ""
+        grounder = Grounder(request.passages, prepared.text, attribute=attribute, instructions=instructions)
         usage = Usage()
         with LlmCall(provider.name, prepared.config.llm_model) as call:
             async with contextlib.aclosing(provider.stream(request)) as stream:
@@ -356,6 +357,14 @@ def citations_of(retrieval: Retrieval) -> list[Citation]:
         )
         for n, c in enumerate(retrieval.chunks, start=1)
     ]
+
+
+def _instructions(config: AgentVersion, request: LlmRequest) -> str:
+    """What the model is told that its user may not read: the agent's system prompt, its context template's own
+    words and its collections' instructions. An answer repeating them is withheld (:class:`Grounder`)."""
+    template = (config.context_template or "").replace(CONTEXT_PLACEHOLDER, "\n")
+    instructions = sorted({p.instruction for p in request.passages if p.instruction})
+    return "\n".join([request.system, template, *instructions])
 
 
 def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool) -> LlmRequest:

@@ -13,6 +13,10 @@ both instead of asking:
   of its own words with the passage's, :func:`support`; every number it states must stand in one sentence of
   that passage with the claim's subject), and a sentence resting on no passage, or repeating the prompt, is
   dropped. Decided on SmolLM2-135M's answers to PostgreSQL questions, which invent numbers and echo their rules.
+- The agent's instructions are confidential: a sentence repeating :data:`RUN_WORDS` of them in a row that no passage
+  holds is withheld, cited or not, attributing or not (#26: a model asked for its instructions repeated them).
+- Nothing dropped leaves the grounder in words: only why (:data:`~kappi.chat.models.DropReason`), since a dropped
+  sentence rests on nothing the user may read (it was returned word for word once, system prompt included, #26).
 - The answer's ``citations`` are then the passages it cites; the others are ``also_retrieved``.
 """
 
@@ -26,6 +30,7 @@ from typing import TypeVar
 
 import msgspec
 
+from kappi.chat.models import DropReason
 from kappi.llm.base import Passage
 from kappi.llm.extractive import (
     FOUND,
@@ -58,6 +63,11 @@ ABSOLUTE_FLOORS: Mapping[str, float] = {"all-MiniLM-L6-v2": 0.4}
 """Cosine floor per embedding model (``bench/relevance_floor.py`` on SciFact); models not listed have none."""
 SUPPORT_THRESHOLD = 0.5
 """Share of a sentence's own content words that a passage must contain for the sentence to rest on it."""
+RUN_WORDS = 8
+"""A sentence sharing this many words in a row with the agent's instructions, in a run no passage it was given
+holds, repeats what the user may not read and is withheld. Eight, not fewer: a decline repeats seven of the default
+system prompt's ("the sources do not contain the answer"), and an answer may name the agent's subject as its prompt
+does ("the employee handbook of ACME"); a sentence shorter than eight words is not judged by this rule."""
 
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 _PARTIAL_MARKER = re.compile(r"\[[\d,\s]{0,24}$")
@@ -351,6 +361,12 @@ def _bare(text: str) -> str:
     return " ".join(re.findall(r"\w+", _CITED_NUMBERS.sub(" ", text).lower()))
 
 
+def runs(text: str, length: int = RUN_WORDS) -> set[tuple[str, ...]]:
+    """Every ``length`` words in a row of the text, lower-cased, citation markers and punctuation left out."""
+    words = _bare(text).split()
+    return {tuple(words[at : at + length]) for at in range(len(words) - length + 1)}
+
+
 def echoes(sentence: str, prompt: str) -> bool:
     """Whether the sentence repeats the prompt's own words (its rules, "Question: ..."), not an answer."""
     bare = _bare(sentence)
@@ -386,19 +402,25 @@ class Grounder:
         question: The user's question (a sentence's words that only echo it are no evidence).
         attribute: Hold each sentence until it ends, cite the passage it rests on when it cites none, and drop
             it when it rests on none. Off for the extractive provider, whose every line is a cited quotation.
+        instructions: What the model was told that the user may not read (the agent's system prompt, context
+            template and collections' instructions): a sentence repeating :data:`RUN_WORDS` of its words in a row
+            that no passage holds is withheld. With it, sentences are held until they end even unattributed (an
+            agent with no collections), so none is shown before it is checked.
     """
 
     passages: Sequence[Passage]
     question: str
     attribute: bool = True
+    instructions: str = field(default="", repr=False)  # confidential: in no repr that may reach a log
     threshold: float = SUPPORT_THRESHOLD
     boilerplate: str = ANSWER_RULES
-    """The prompt's own instructions: a sentence repeating them, or the question, is dropped (small models echo
+    """The prompt's own answering rules: a sentence repeating them, or the question, is dropped (small models echo
     their prompt)."""
     cited: list[int] = field(default_factory=list)
     """Citation numbers the answer cites, in the order it first cites them."""
-    dropped: list[str] = field(default_factory=list)
-    """Sentences dropped as resting on no passage."""
+    dropped: list[DropReason] = field(default_factory=list)
+    """Why each sentence left out was, in order. Their words are not kept: nothing here may carry what the user
+    could not read (#26)."""
     kept_sentences: int = 0
     _pending: str = ""
     _held: str = ""
@@ -409,17 +431,23 @@ class Grounder:
 
     def __post_init__(self) -> None:
         self._numbers = {p.citation for p in self.passages}
+        confidential = runs(self.instructions) if self.instructions else set()
+        for passage in self.passages if confidential else ():
+            confidential -= runs(passage.text)  # what a passage says, its reader may read: no secret
+        self._confidential = confidential
+        self._by_sentence = self.attribute or bool(confidential)
 
     def feed(self, text: str) -> str:
-        """What of the answer can be shown now: checked markers, and (attributing) whole sentences only."""
+        """What of the answer can be shown now: checked markers, and (attributing or screening the instructions)
+        whole sentences only."""
         self._pending += text
-        if self.attribute:
+        if self._by_sentence:
             return self._complete_sentences(final=False)
         return self._checked_prefix(final=False)
 
     def finish(self) -> str:
         """The rest of the answer, once the model has finished."""
-        out = self._complete_sentences(final=True) if self.attribute else self._checked_prefix(final=True)
+        out = self._complete_sentences(final=True) if self._by_sentence else self._checked_prefix(final=True)
         if self.only_declined:
             return out + self._held
         if self.rested_on_nothing:
@@ -430,7 +458,7 @@ class Grounder:
     @property
     def rested_on_nothing(self) -> bool:
         """Every sentence the model wrote was dropped or a lead-in to nothing: nothing of its answer was shown."""
-        nothing = self.attribute and self.kept_sentences == 0 and not self._held_declines
+        nothing = self._by_sentence and self.kept_sentences == 0 and not self._held_declines
         return nothing and bool(self.dropped or self._held)
 
     @property
@@ -475,16 +503,30 @@ class Grounder:
             sentence = self._pending[: end.start()] + (end.group(1) or "")
             gap = end.group(2) if end.group(2) is not None else end.group(3)
             self._pending = self._pending[end.end() :]
-            pieces.append(self._grounded(sentence, gap))
+            pieces.append(self._screened(sentence, gap))
         if final and self._pending:
-            pieces.append(self._grounded(self._pending, ""))
+            pieces.append(self._screened(self._pending, ""))
             self._pending = ""
         return "".join(pieces)
+
+    def _screened(self, sentence: str, gap: str) -> str:
+        """One whole sentence, withheld if it repeats the instructions, else grounded (unattributed: its markers
+        checked). The instructions come first and whatever else the sentence does: a model citing ``[1]`` or
+        resting loosely on a passage ("Employees get 25 days, and the Orion reorganisation will close ...") may
+        still be repeating its confidential prompt."""
+        if not self._confidential.isdisjoint(runs(sentence)):
+            self.dropped.append("no_source")  # the instructions are no source the user may read
+            return ""
+        if self.attribute:
+            return self._grounded(sentence, gap)
+        checked = self._check_markers(sentence)
+        self.kept_sentences += bool(checked.strip())
+        return checked + gap
 
     def _grounded(self, sentence: str, gap: str) -> str:
         """One whole sentence: markers checked; cited from its support when it cites nothing; or dropped."""
         if (self.boilerplate and echoes(sentence, self.boilerplate)) or echoes(sentence, self.question):
-            self.dropped.append(sentence.strip())
+            self.dropped.append("repeats_prompt")
             return ""
         checked = self._check_markers(sentence)
         if not checked.strip():
@@ -498,7 +540,7 @@ class Grounder:
             return self._kept(checked + gap)
         citation, share = support(checked, self.question, self.passages)
         if citation is None or share < self.threshold:
-            self.dropped.append(checked.strip())
+            self.dropped.append("no_source")
             return ""
         self._cite([citation])
         stripped = checked.rstrip()

@@ -136,16 +136,24 @@ class ChatDetail(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[Message]
 
 
+DropReason = Literal["no_source", "repeats_prompt"]
+"""Why grounding left a sentence of the model's out: ``no_source``, it rests on no passage the answer was given
+(a sentence repeating the agent's confidential instructions among them: they are no source its user may read,
+and a reason of their own would tell a user probing with guesses that one matched); ``repeats_prompt``, it repeats
+the answering rules or the question."""
+
+
 class Grounding(msgspec.Struct, frozen=True, kw_only=True):
     """What grounding did to an answer."""
 
     declined: bool
     """No passage passed the relevance floor: the answer says so, and no model ran."""
     dropped_sentences: int
-    """Sentences of the model's that rested on no passage, left out."""
-    unsupported: list[str] = msgspec.field(default_factory=list)
-    """Those sentences' text, for a reader who wants to see what was left out and why (never part of
-    ``answer``: nothing here is backed by a source)."""
+    """Sentences of the model's left out: resting on no passage, or repeating the prompt."""
+    unsupported: list[DropReason] = msgspec.field(default_factory=list)
+    """Why each of those was left out, in order: a reason, never the sentence's words. A dropped sentence rests
+    on nothing the user may read, and may repeat what they must not (the agent's system prompt, #26), so its text
+    is in no response, stored answer or log."""
 
 
 class QueryAnswer(msgspec.Struct, frozen=True, kw_only=True):

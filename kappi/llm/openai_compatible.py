@@ -185,7 +185,9 @@ class OpenAICompatibleProvider:
                 try:
                     chunk = _decode_chunk(event.data)
                 except msgspec.DecodeError as exc:
-                    raise broken_stream(self.name, f"malformed event: {event.data[:100]!r}") from exc
+                    # Not quoted: the event may hold the model's raw text (its system prompt repeated, #26), and
+                    # this detail reaches the user and the log.
+                    raise broken_stream(self.name, f"malformed event ({len(event.data)} characters)") from exc
                 yield chunk
 
     async def _status_error(self, response: httpx.Response) -> AppError:

@@ -764,11 +764,12 @@ async def model_kappi(
             yield ModelKappi(client=client, llm=llm)
 
 
-async def test_sentences_resting_on_no_passage_are_left_out_and_listed_apart_standin_llm(
+async def test_sentences_resting_on_no_passage_are_left_out_and_counted_with_a_reason_never_their_words_standin_llm(
     model_kappi: ModelKappi, world: World, settings: Settings
 ) -> None:
     """A model's sentence no passage supports is not in the answer; the answer's ``grounding`` says how many were
-    left out and what they said (``unsupported``), so a reader can see why, in the stream and the query alike.
+    left out and why (``unsupported``: a reason each), in the stream and the query alike, and never what they said:
+    an unsupported sentence rests on nothing the user may read (it once carried the agent's system prompt, #26).
     The model is the OpenAI-compatible stand-in (its real wire format); the passages are real retrieval's."""
     model_kappi.llm.script = Script(
         tokens=("Employees get 25 vacation", " days per year.", " Managers also get a", " company car.")
@@ -778,11 +779,12 @@ async def test_sentences_resting_on_no_passage_are_left_out_and_listed_apart_sta
     query = f"/agents/{world.agent['id']}/query"
     queried = await model_kappi.client.post(query, json={"content": QUESTION}, headers=alice)
     answer = "".join(d["text"] for e, d in events if e == "token")
-    expected = {"declined": False, "dropped_sentences": 1, "unsupported": ["Managers also get a company car."]}
+    expected = {"declined": False, "dropped_sentences": 1, "unsupported": ["no_source"]}
     assert "25 vacation days per year." in answer
     assert "company car" not in answer
     assert events[-1][1]["grounding"] == expected
-    assert "company car" not in queried.json()["answer"]
+    assert "company car" not in queried.text
+    assert "company car" not in str(events)
     assert queried.json()["grounding"] == expected
 
 
@@ -798,7 +800,8 @@ async def test_a_model_answer_resting_on_nothing_gives_way_to_a_quote_of_the_pas
     assert "25 vacation days per year" in answer
     assert "company car" not in answer
     assert done["llm_fallback"] == msgspec.to_builtins(UNSUPPORTED_FALLBACK)
-    assert done["grounding"]["unsupported"] == ["Employees get a company car."]
+    assert done["grounding"]["unsupported"] == ["no_source"]
+    assert "company car" not in str(events)
     assert [c["collection"] for c in done["citations"]] == [world.collections["hr"]["name"]]
     assert re.search(r"\[\d\]", answer)
 

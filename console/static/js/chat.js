@@ -210,9 +210,16 @@ async function stream(base, chatId, content, messages, message, download) {
   }
 }
 
+/** Why grounding left a sentence out, by the reason code `grounding.unsupported` gives (never its words). */
+const LEFT_OUT_BECAUSE = {
+  no_source: "Resting on no source",
+  repeats_prompt: "Repeating the question or the answering rules",
+};
+
 /**
  * What the finished answer's metadata says beside it: which provider answered when the agent's model could not,
- * and the model's sentences left out because no source supports them (folded away: they are not the answer).
+ * and how many of the model's sentences were left out and why (folded away). The server sends a reason per
+ * sentence and never its words: a sentence no source supports may repeat the agent's confidential instructions.
  */
 function answerNotes(done) {
   const notes = [];
@@ -221,12 +228,15 @@ function answerNotes(done) {
     notes.push(h("p", { class: "fallback muted", role: "note" },
       `The agent's model did not answer (${fallback.detail}): these are quotes from the documents.`));
   }
-  const left = done.grounding?.unsupported ?? [];
-  if (left.length) {
-    const summary = left.length === 1 ? "1 sentence left out: no source supports it"
-      : `${left.length} sentences left out: no source supports them`;
+  const reasons = done.grounding?.unsupported ?? [];
+  const left = done.grounding?.dropped_sentences ?? reasons.length;
+  if (left) {
+    const counts = new Map();
+    for (const reason of reasons) counts.set(reason, (counts.get(reason) ?? 0) + 1);
+    const summary = left === 1 ? "1 sentence left out" : `${left} sentences left out`;
     notes.push(h("details", { class: "unsupported" }, h("summary", {}, summary),
-      h("ul", {}, left.map((sentence) => h("li", {}, sentence)))));
+      h("ul", {}, [...counts].map(([reason, n]) =>
+        h("li", {}, `${LEFT_OUT_BECAUSE[reason] ?? "Resting on no source"}: ${n}`)))));
   }
   return notes;
 }

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from typing import Any
 
 import pytest
 
 from common.errors import AppError, InvalidInput, Unavailable
 from kappi.llm import ChatMessage, LlmRequest, Passage, Token, Usage, complete, system_prompt_with_context
 from kappi.llm.openai_compatible import OpenAICompatibleProvider
-from tests.support.llm_standins import OpenAIStandin, Script
+from tests.support.llm_standins import OpenAIStandin, Script, _Plan
 
 PASSAGES = [
     Passage(
@@ -222,3 +223,29 @@ async def test_openai_standin_error_event_mid_stream_is_llm_unavailable_after_th
     assert caught.value.code == "llm_unavailable"
     assert "the model crashed" in caught.value.detail
     assert received == [Token(text="The notice")]
+
+
+class _TruncatingStandin(OpenAIStandin):
+    """The stand-in, except that the event after the first token is cut short mid-JSON, as a faulty server or proxy
+    sends it: the cut event still holds the model's text."""
+
+    def plan(self, body: Any, script: Script) -> _Plan:
+        plan = super().plan(body, script)
+        cut = b'data: {"choices": [{"index": 0, "delta": {"content": "Confidential: the Orion reorganisation\n\n'
+        plan.events.insert(plan.token_positions[0] + 1, cut)
+        return plan
+
+
+async def test_openai_standin_malformed_event_is_llm_unavailable_without_quoting_the_models_text() -> None:
+    """Regression (#26): the error quoted the event's first 100 characters, which may be the model's raw answer (its
+    system prompt repeated), into a detail that reaches the user and the log."""
+    async with _TruncatingStandin() as standin:
+        provider = OpenAICompatibleProvider(base_url=standin.base_url)
+        try:
+            with pytest.raises(Unavailable) as caught:
+                await collect(provider, question())
+        finally:
+            await provider.aclose()
+    assert caught.value.code == "llm_unavailable"
+    assert "malformed event" in caught.value.detail
+    assert "Orion" not in caught.value.detail
