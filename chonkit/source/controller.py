@@ -30,8 +30,9 @@ class SourceController(Controller):
         self, sources: NamedDependency[SourceService], collection_id: FromPath[UUID], data: JSONBody[SourceCreate]
     ) -> Source:
         """A folder outside the allowed roots (after resolving symlinks) is refused (``folder_outside_roots``), as is
-        any folder when the operator allows none (``source_roots_unset``); a web spec out of its limits with its
-        ``web_*`` code."""
+        any folder when the operator allows none (``source_roots_unset``); more than 32 include or exclude globs
+        (``too_many_globs``), a glob over 256 characters (``glob_too_long``) or one that cannot compile
+        (``invalid_glob``); a web spec out of its limits with its ``web_*`` code."""
         return await sources.create(collection_id, data)
 
     @get("/", summary="The collection's sources, each with its last run")

@@ -9,8 +9,17 @@ from uuid import UUID
 import msgspec
 
 SourceName = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+MAX_GLOBS = 32
+"""Include globs, and exclude globs, a new or edited folder spec may hold (``too_many_globs``). Real specs hold a
+handful (``**/*.md``, ``drafts/**``); every file is matched against each, so the bound bounds a sync's work."""
+MAX_GLOB_CHARS = 256
+"""Characters in one glob a new or edited spec may hold (``glob_too_long``): longer than any path pattern written
+by hand, and it bounds each compiled glob (1 MiB of RE2 memory at most, so 64 MiB for a source)."""
 Glob = Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
 Globs = Annotated[list[Glob], msgspec.Meta(max_length=100)]
+"""The bounds a stored spec is decoded with, which are looser than :data:`MAX_GLOBS` and :data:`MAX_GLOB_CHARS`:
+sources created before those bounds must still load (and sync, which RE2 keeps linear). The tighter bounds are
+checked when a spec is created or changed (``chonkit.source.folder.check_globs``)."""
 ScheduleMinutes = Annotated[int, msgspec.Meta(ge=1, le=525_600)]
 """A sync every minute at most, every year at least."""
 
@@ -23,8 +32,9 @@ ItemAction = Literal["added", "changed", "removed", "failed", "skipped"]
 class FolderSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="kind", tag="folder"):
     """A folder on the server, under one of ``RAGU_SOURCE_ROOTS``. Globs are matched against each file's path
     relative to the folder, ``/``-separated: ``*`` and ``?`` stay within one folder, ``**/`` spans any number of
-    them (``*.md`` is the folder's own Markdown files, ``**/*.md`` all of them). Hidden files and folders (a
-    name starting with ``.``) are never read."""
+    them (``*.md`` is the folder's own Markdown files, ``**/*.md`` all of them). At most 32 include and 32 exclude
+    globs of at most 256 characters each (``too_many_globs``, ``glob_too_long``); a glob RE2 cannot compile is
+    ``invalid_glob``. Hidden files and folders (a name starting with ``.``) are never read."""
 
     path: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
     include: Globs = msgspec.field(default_factory=lambda: ["**/*"])
