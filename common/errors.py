@@ -1,6 +1,7 @@
 """One error tree for every Ragu service, mapped to problem-details JSON in one place.
 
     AppError                      500  internal
+    ├── BadRequest                400  bad_request
     ├── InvalidInput              422  invalid_input
     ├── Unauthorized              401  unauthorized
     ├── Forbidden                 403  forbidden
@@ -13,6 +14,10 @@
 Services raise these (never HTTP exceptions); each carries a stable machine-readable ``code`` that
 callers can branch on, and a human ``detail``. Subclasses only fix the status; the code is chosen
 where the error is raised so that it names the exact cause (``document_encrypted``, ``token_expired``).
+
+``extra`` becomes extension members of the problem document. A member named like a standard one (``status``,
+``code``, ``detail``, ``type``, ``title``, ``instance``) is sent as ``upstream_<name>`` (an LLM server's own HTTP
+status arrives as ``upstream_status``): the standard members always describe this response.
 """
 
 from __future__ import annotations
@@ -43,6 +48,13 @@ class AppError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, detail={self.detail!r})"
+
+
+class BadRequest(AppError):
+    """A request that cannot be read at all (JSON nested past what the decoder can hold), before any validation."""
+
+    status = 400
+    default_code = "bad_request"
 
 
 class InvalidInput(AppError):

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Request
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
@@ -22,6 +22,7 @@ from common.auth import Authenticator
 from common.config import Settings
 from common.db import Database, PoolDatabase
 from common.db.database import Connection
+from common.errors import BadRequest
 from common.http.docs import MountedOpenAPIDocument, SwaggerUIPage, docs_router
 from common.http.problems import EXCEPTION_HANDLERS
 from common.http.security import provide_principal
@@ -44,6 +45,26 @@ async def provide_connection(state: State) -> AsyncIterator[Connection]:
     db: Database = state.db
     async with db.transaction() as conn:
         yield conn
+
+
+class BoundedRequest(Request[Any, Any, Any]):
+    """Litestar's request, whose JSON body may not nest deeper than the decoder can recurse.
+
+    msgspec decodes a body into plain values before it is validated against the handler's type, and raises
+    ``RecursionError`` at Python's recursion limit (about 1000 levels, less the stack already in use): a body
+    ``[[[[...`` 1,000 deep was a 500 for any caller (#26). No request of ours nests past a few levels, so such a
+    body is refused as unreadable, ``400 json_too_deep``, before any handler runs. The bound is the decoder's own
+    rather than a depth count of ours, which would read every byte of every body in Python once more.
+    """
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except RecursionError:
+            raise BadRequest(
+                "the JSON body is nested too deeply to read; no request nests more than a few levels",
+                code="json_too_deep",
+            ) from None
 
 
 class AccessLog:
@@ -139,6 +160,7 @@ def build_service_app(
             **(dependencies or {}),
         },
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=BoundedRequest,
         openapi_config=OpenAPIConfig(
             title=title,
             version="0.1.0",

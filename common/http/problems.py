@@ -7,6 +7,7 @@ anything else is a bug: logged with its traceback and reported as a bare 500 tha
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 from uuid import UUID
@@ -35,12 +36,38 @@ _HTTP_CODES = {
 }
 
 
+STANDARD_MEMBERS = frozenset({"type", "title", "status", "code", "detail", "instance"})
+"""The members every problem document owns. An extension member may never replace one: a client branching on
+``status`` or ``code`` must read ours, whatever an error carries."""
+
+
 def problem(
-    status: int, code: str, detail: str, *, retry_after_seconds: int | None = None, **extra: Any
+    status: int, code: str, detail: str, /, *, retry_after_seconds: int | None = None, **extra: Any
 ) -> Response[dict[str, Any]]:
+    """A problem document; ``extra`` keywords become extension members (see :func:`problem_response`).
+
+    ``status``, ``code`` and ``detail`` are positional-only so that an extension member of the same name lands in
+    ``extra`` instead of colliding with them (a ``TypeError``, and so a 500, in the error handler itself)."""
+    return problem_response(status, code, detail, extra, retry_after_seconds=retry_after_seconds)
+
+
+def problem_response(
+    status: int,
+    code: str,
+    detail: str,
+    extra: Mapping[str, Any],
+    *,
+    retry_after_seconds: int | None = None,
+) -> Response[dict[str, Any]]:
+    """The response for a problem, ``extra`` taken as a mapping, never spread into a signature.
+
+    An extension member named like a standard one describes something else, in practice an upstream's own answer
+    (an LLM server's HTTP ``status``), so it is sent as ``upstream_<name>``: nothing is lost, and the standard
+    member stays ours."""
     body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "code": code}
     body["detail"] = detail
-    body.update(extra)
+    for name, value in extra.items():
+        body[f"upstream_{name}" if name in STANDARD_MEMBERS else name] = value
     headers = _headers(status)
     if retry_after_seconds is not None:
         headers = {**(headers or {}), "Retry-After": str(retry_after_seconds)}
@@ -54,7 +81,7 @@ def _headers(status: int) -> dict[str, str] | None:
 def _app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[dict[str, Any]]:
     if exc.status >= 500:
         logger.warning("request failed: %s", exc.code, extra={"detail": exc.detail})
-    return problem(exc.status, exc.code, exc.detail, retry_after_seconds=exc.retry_after_seconds, **exc.extra)
+    return problem_response(exc.status, exc.code, exc.detail, exc.extra, retry_after_seconds=exc.retry_after_seconds)
 
 
 def _validation(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:

@@ -15,6 +15,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from common.auth import Principal
+from common.http.pagination import Offset
 from kappi.agent.models import Agent, UserAgent
 from kappi.chat.answering import Event
 from kappi.chat.models import (
@@ -94,7 +95,7 @@ class ChatController(Controller):
         chats: NamedDependency[ChatService],
         principal: NamedDependency[Principal],
         limit: FromQuery[Annotated[int, QueryParameter(ge=1, le=200)]] = 50,
-        offset: FromQuery[Annotated[int, QueryParameter(ge=0)]] = 0,
+        offset: FromQuery[Offset] = 0,
     ) -> list[Chat]:
         return await chats.mine(principal, limit, offset)
 

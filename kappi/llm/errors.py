@@ -19,7 +19,10 @@ _MAX_MESSAGE = 300
 
 
 def status_error(provider: str, status: int, message: str) -> AppError:
-    """The error for an HTTP error response; ``message`` is the upstream's own explanation."""
+    """The error for an HTTP error response; ``message`` is the upstream's own explanation.
+
+    ``extra["status"]`` is the upstream's HTTP status; the problem document sends it as ``upstream_status``, since its
+    own ``status`` is ours (``common.http.problems.problem_response``)."""
     message = message.strip()[:_MAX_MESSAGE] or "no explanation given"
     extra = {"provider": provider, "status": status}
     if status in _AUTH_STATUSES:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
+import pkgutil
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from http import HTTPStatus
 from pathlib import Path
 
 import httpx
@@ -13,17 +17,23 @@ import msgspec
 import pytest
 from litestar import Litestar, Router, get
 from litestar.di import NamedDependency
+from litestar.params import FromPath
 
+import chonkit
+import common
+import kappi
 import schemas
 from chonkit.app import create_app as create_chonkit
 from common.auth import Principal, mint_dev_token
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
-from common.errors import InvalidInput
+from common.errors import AppError, InvalidInput
 from common.http.app import AccessLog, build_service_app
+from common.http.problems import STANDARD_MEMBERS
 from common.http.security import admin_only, authenticate_request
 from kappi.app import create_app as create_kappi
+from kappi.llm.errors import status_error
 
 AppFactory = Callable[..., Litestar]
 AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
@@ -173,6 +183,39 @@ async def crash() -> None:
     raise RuntimeError("secret internals")
 
 
+@functools.cache
+def error_tree() -> tuple[type[AppError], ...]:
+    """Every class of the error tree in chonkit, kappi and common (each module imported, so a new one is found)."""
+    for package in (chonkit, common, kappi):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            importlib.import_module(module.name)
+    found, todo = [], [AppError]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return tuple(sorted(found, key=lambda cls: cls.__qualname__))
+
+
+COLLIDING = sorted({*STANDARD_MEMBERS, "retry_after_seconds", "extra", "errors"})
+"""Every standard member, and the names ``problem()`` and its handlers use for keywords of their own."""
+
+
+@get("/raise/{index:int}/{member:str}")
+async def raise_with_member(index: FromPath[int], member: FromPath[str]) -> None:
+    """Raises the ``index``-th class of :func:`error_tree` carrying ``member`` in its ``extra``. Built through
+    ``AppError.__init__`` whatever the class's own constructor takes: rendering reads only what that sets."""
+    cls = error_tree()[index]
+    error = cls.__new__(cls)
+    AppError.__init__(error, "what went wrong", code=f"{cls.__name__.lower()}_test", extra={member: 418, "kept": 1})
+    raise error
+
+
+@get("/upstream/{status:int}")
+async def raise_upstream(status: FromPath[int]) -> None:
+    raise status_error("openai", status, "This model's maximum context length is 8192 tokens.")
+
+
 def _guarded_app(settings: Settings, db: SingleConnectionDatabase) -> Litestar:
     return build_service_app(
         service_name="test",
@@ -185,6 +228,8 @@ def _guarded_app(settings: Settings, db: SingleConnectionDatabase) -> Litestar:
             Router("/", route_handlers=[admin_thing], guards=[admin_only]),
             boom,
             crash,
+            raise_with_member,
+            raise_upstream,
         ],
     )
 
@@ -249,6 +294,40 @@ async def test_app_errors_keep_code_and_extra(guarded: httpx.AsyncClient) -> Non
         "detail": "the widget is too wide",
         "max": 3,
     }
+
+
+async def test_no_extra_member_of_any_error_collides_with_the_problem_documents_own(
+    guarded: httpx.AsyncClient,
+) -> None:
+    """Every class of the error tree, with each name that could collide in its ``extra``: answered with the
+    class's own status and code, the member kept as ``upstream_<name>`` when it is a standard one. An LLM's
+    ``status`` once made the handler itself fail (``problem() got multiple values for argument 'status'``): a
+    500 for a question over the model's context (#26)."""
+    classes = error_tree()
+    assert {"InvalidInput", "Unavailable", "BadRequest", "ChecksumMismatch", "AddressRefused"} <= {
+        cls.__name__ for cls in classes
+    }
+    for index, cls in enumerate(classes):
+        for member in COLLIDING:
+            response = await guarded.get(f"/raise/{index}/{member}")
+            body = response.json()
+            assert response.status_code == cls.status, (cls, member, response.text)
+            assert (body["status"], body["code"], body["detail"]) == (
+                cls.status,
+                f"{cls.__name__.lower()}_test",
+                "what went wrong",
+            )
+            assert body["upstream_" + member if member in STANDARD_MEMBERS else member] == 418
+            assert body["kept"] == 1
+            assert (body["type"], body["title"]) == ("about:blank", HTTPStatus(cls.status).phrase)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504])
+async def test_every_upstream_llm_status_is_answered_as_its_own_code(guarded: httpx.AsyncClient, status: int) -> None:
+    error = status_error("openai", status, "This model's maximum context length is 8192 tokens.")
+    response = await guarded.get(f"/upstream/{status}")
+    assert (response.status_code, response.json()["code"]) == (error.status, error.code)
+    assert (response.json()["provider"], response.json()["upstream_status"]) == ("openai", status)
 
 
 async def test_unexpected_errors_leak_nothing(guarded: httpx.AsyncClient) -> None:

@@ -25,10 +25,12 @@ from schemathesis.openapi import from_dict
 from chonkit.app import create_app as create_chonkit
 from common.config import Settings
 from kappi.app import create_app as create_kappi
-from tests.hardening.conftest import World
+from tests.hardening.conftest import World, fill_path
 from tests.kappi.conftest import as_user
 
 EXAMPLES = int(os.environ.get("RAGU_FUZZ_EXAMPLES", "3"))
+BEYOND = [2**63, 2**64, 10**20, -(2**63) - 1]
+"""Past PostgreSQL's bigint, past any unsigned 64-bit value, and below them: what a declared bound keeps out."""
 SKIPPED = {("GET", "/jobs/{job_id}/events")}
 """A live job's event stream only ends with the job; it is exercised in ``tests/chonkit/embedding``."""
 
@@ -124,4 +126,55 @@ async def test_no_generated_request_causes_a_server_error(
     cases = generated_cases(factory(settings), _path_parameters(world, chat["id"]))
     assert len(cases) >= 20
     failures = await fuzz(client, cases, headers)
+    assert failures == [], "\n".join(failures)
+
+
+def integer_query_parameters(app: Litestar) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(method, path, name, schema) of every integer query parameter in ``app``'s OpenAPI document."""
+    found = []
+    for path, item in app.openapi_schema.to_schema()["paths"].items():
+        for method, operation in item.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "query" and parameter["schema"].get("type") == "integer":
+                    found.append((method.upper(), path, parameter["name"], parameter["schema"]))
+    return found
+
+
+@pytest.mark.parametrize(
+    "service",
+    [
+        pytest.param(
+            "chonkit",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="chonkit's document and job offsets lack le= (PENDING in tests/hardening/test_input_bounds.py)",
+            ),
+        ),
+        "kappi",
+    ],
+)
+async def test_integer_query_parameters_declare_bounds_and_values_past_them_are_4xx(
+    chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings, service: str
+) -> None:
+    """Schemathesis draws from the declared bounds (positive mode) and just past them (negative mode), so every
+    integer query parameter declares both ends; past them, and far past (an ``offset`` of 2**63 reached PostgreSQL's
+    bigint and was a 500, #26), the answer is a 4xx. The bounds themselves are answered."""
+    headers = as_user(settings, "fuzzer", "hr", admin=True)
+    chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=headers)).json()
+    client, factory = (chonkit, create_chonkit) if service == "chonkit" else (kappi, create_kappi)
+    values = {**_path_parameters(world, chat["id"]), "source_id": world.public["id"], "run_id": world.job_id}
+    parameters = integer_query_parameters(factory(settings))
+    assert parameters
+    failures = []
+    for method, path, name, schema in parameters:
+        if "maximum" not in schema or "minimum" not in schema:
+            failures.append(f"{method} {path}?{name} declares no bound: {schema}")
+            continue
+        low, high = int(schema["minimum"]), int(schema["maximum"])
+        url = fill_path(path, values)
+        for value in [low, high, low - 1, high + 1, *BEYOND]:
+            response = await client.request(method, url, params={name: str(value)}, headers=headers)
+            outside = not low <= value <= high
+            if response.status_code >= 500 or (outside and response.status_code != 400):
+                failures.append(f"{method} {path}?{name}={value}: {response.status_code} {response.text[:200]}")
     assert failures == [], "\n".join(failures)
