@@ -10,6 +10,14 @@ lets a running parse finish (and they end on their own if the server is killed).
 A result comes back in a msgpack file, decoded in a thread: through the executor's pipe it would be unpickled
 holding the GIL, and a process killed while writing a large result there leaves a partial message that hangs
 the executor for good (CPython 3.11).
+
+A parse can be stopped (issue #26: OCR held the only worker for minutes and ignored its job's cancel): the caller
+gives :func:`parse_isolated` an event, and when it is set (or the caller is cancelled) the call ends at once and a
+flag file next to the result file tells the parse process to stop before its next page
+(:func:`~chonkit.document.parsing.ocr.stop_if_asked`), seconds later at most. The process is never killed for it:
+that would break the executor, and with it the other process's parse (somebody's upload or preview). A file, not
+a ``multiprocessing.Event``: the executor pickles its calls, which such an event cannot pass through, and a file's
+existence costs one ``stat`` a page to ask.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from chonkit.document.chunking import ChunkConfig, ChunkResult, TokenCounter, ch
 from chonkit.document.parsed import ParsedDocument
 from chonkit.document.parsing.config import ParseConfig
 from chonkit.document.parsing.doctype import DocumentType
+from chonkit.document.parsing.ocr import ParseStopped
 from chonkit.document.parsing.parser import parse
 from common.embedders.registry import default_registry
 from common.errors import InvalidInput
@@ -47,18 +56,28 @@ _chunk_decoder = msgspec.msgpack.Decoder(ChunkResult)
 
 
 async def parse_isolated(
-    data: bytes, doc_type: DocumentType, config: ParseConfig, *, recognise: bool = True
+    data: bytes,
+    doc_type: DocumentType,
+    config: ParseConfig,
+    *,
+    recognise: bool = True,
+    stop: asyncio.Event | None = None,
 ) -> ParsedDocument:
     """:func:`~chonkit.document.parsing.parse` in a parse process; raises what it raises.
 
     OCR takes seconds a page, so an upload checks with ``recognise=False`` and leaves the recognition to the
     embedding worker (and to a preview that asks for it); each parse process loads the OCR models once.
 
+    Args:
+        stop: when set, the call ends at once with :class:`ParseStopped`, and the parse process stops before its
+            next page. Being cancelled stops the parse process alike.
+
     Raises:
         InvalidInput: also ``document_corrupt`` when the parse process dies on the document (a crash in a
             native library, or the kernel ending it for its memory).
+        ParseStopped: ``stop`` was set first.
     """
-    return _decoder.decode(await _in_process(_parse_into, data, doc_type, config, recognise))
+    return _decoder.decode(await _in_process(_parse_into, data, doc_type, config, recognise, stop=stop))
 
 
 async def chunk_isolated(
@@ -71,17 +90,22 @@ async def chunk_isolated(
     return _chunk_decoder.decode(await _in_process(_chunk_into, doc, config, (provider, model), max_tokens))
 
 
-async def _in_process(work: Callable[..., None], *args: object) -> bytes:
-    """Run ``work(result_path, *args)`` in a parse process; the msgpack bytes it wrote, read off the loop."""
+async def _in_process(work: Callable[..., None], *args: object, stop: asyncio.Event | None = None) -> bytes:
+    """Run ``work(*args, result=path, flag=path)`` in a parse process; the msgpack bytes it wrote, read off the
+    loop. Left before the work ends (``stop`` set, or cancelled), the flag file is made, which tells the work to
+    stop; both files go when it ends."""
     global _pool  # noqa: PLW0603  # one set of parse processes per server process
+    if stop is not None and stop.is_set():
+        raise ParseStopped("stopped before it started")
     pool = _pool or await _started_processes()
     descriptor, name = tempfile.mkstemp(prefix="ragu-parsed-", suffix=".msgpack")
     os.close(descriptor)
     result = Path(name)
+    flag = result.with_name(result.name + ".stop")
     future: Future[None] | None = None
     try:
-        future = pool.submit(work, result, *args)
-        await asyncio.wrap_future(future)
+        future = pool.submit(work, *args, result=result, flag=flag)
+        await _done_unless_stopped(asyncio.wrap_future(future), stop)
         return await asyncio.to_thread(result.read_bytes)
     except BrokenProcessPool:
         if _pool is pool:
@@ -91,9 +115,33 @@ async def _in_process(work: Callable[..., None], *args: object) -> bytes:
         ) from None
     finally:
         if future is None or future.done():
-            os.unlink(result)
-        else:  # cancelled while the work runs on: its result goes when it ends
-            future.add_done_callback(lambda _: os.unlink(result))
+            _remove(result, flag)
+        else:  # left while the work runs on: told to stop, it ends at its next page, and its files go then
+            flag.touch()
+            future.add_done_callback(lambda _: _remove(result, flag))
+
+
+async def _done_unless_stopped(work: asyncio.Future[None], stop: asyncio.Event | None) -> None:
+    """Wait for ``work``; raises :class:`ParseStopped` as soon as ``stop`` is set, if that comes first. ``work``
+    is cancelled when left, so that nobody is owed its outcome (and a call still queued never starts)."""
+    if stop is None:
+        await work  # cancelling this await cancels ``work`` too
+        return
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((work, stopping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not work.done():
+            work.cancel()
+    if work.cancelled():
+        raise ParseStopped("stopped by its caller")
+    work.result()  # the parse's own error, if any
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 async def _started_processes() -> ProcessPoolExecutor:
@@ -114,13 +162,17 @@ def _start_processes() -> ProcessPoolExecutor:
     return pool
 
 
-def _parse_into(result: Path, data: bytes, doc_type: DocumentType, config: ParseConfig, recognise: bool) -> None:
-    result.write_bytes(msgspec.msgpack.encode(parse(data, doc_type, config, recognise=recognise)))
+def _parse_into(
+    data: bytes, doc_type: DocumentType, config: ParseConfig, recognise: bool, *, result: Path, flag: Path
+) -> None:
+    parsed = parse(data, doc_type, config, recognise=recognise, stop=flag.exists)
+    result.write_bytes(msgspec.msgpack.encode(parsed))
 
 
 def _chunk_into(
-    result: Path, doc: ParsedDocument, config: ChunkConfig, model: tuple[str, str], max_tokens: int
+    doc: ParsedDocument, config: ChunkConfig, model: tuple[str, str], max_tokens: int, *, result: Path, flag: Path
 ) -> None:
+    """Chunking has no pages to stop between (and takes seconds at most): ``flag`` goes unread."""
     counted = chunk(doc, config, _tokenizer(*model), max_tokens=max_tokens)
     result.write_bytes(msgspec.msgpack.encode(counted))
 

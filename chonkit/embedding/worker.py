@@ -10,6 +10,11 @@ collection's advisory lock in one transaction, which also serialises it with gro
 
 Every chunk carries its document's name, tags and label; the worker also applies changes of those to the chunks
 already written (``chonkit.pending_document_updates``).
+
+A cancel is noticed within about a second while an item runs, not only between stages: the heartbeat task also
+reads the job's ``cancel_requested`` every :data:`CANCEL_POLL_SECONDS`, and a parse (which OCR can make minutes
+long) is raced against it, so the item is ``cancelled`` at once and its parse process stops before its next page
+(:func:`~chonkit.document.isolated.parse_isolated`); the next item need not wait (issue #26).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from chonkit.document.chunking import ChunkResult, default_chunk_config, validat
 from chonkit.document.isolated import chunk_isolated, parse_isolated
 from chonkit.document.models import Document
 from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.ocr import ParseStopped
 from chonkit.document.repository import DocumentRepository, StoredConfig
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.repository import ClaimedItem, Embedded, JobRepository
@@ -55,6 +61,9 @@ MAX_ATTEMPTS = 5
 EMBED_BATCH = 64
 WRITE_BATCH = 256
 UNCHANGED = "Already embedded in this collection with the same content and settings."
+CANCEL_POLL_SECONDS = 1.0
+"""How often a running item's job is asked whether it was cancelled: one primary-key read, so a cancel waits about a
+second rather than for the stage to end (a parse by OCR took minutes, issue #26)."""
 
 
 def point_id(collection_id: UUID, document_id: UUID, chunk_index: int, content_hash: str) -> str:
@@ -74,6 +83,22 @@ class _Stop(Exception):
     def __init__(self, stage: str | None) -> None:
         super().__init__(stage)
         self.stage = stage
+
+
+class _Watch:
+    """What the heartbeat task noticed while an item runs; ``stop`` is set with either of the others, for work that
+    just ends (a parse) and leaves the reason to its caller."""
+
+    def __init__(self) -> None:
+        self.lost = asyncio.Event()
+        """Our claim is gone: another worker took the item over (or it finished)."""
+        self.cancelled = asyncio.Event()
+        """The job's cancel was asked for."""
+        self.stop = asyncio.Event()
+
+    def stopped(self) -> _Stop:
+        """What to raise once ``stop`` is set: lost claims end without a word, a cancel finishes the item."""
+        return _Stop(None if self.lost.is_set() else "cancelled")
 
 
 class EmbeddingWorker:
@@ -138,11 +163,11 @@ class EmbeddingWorker:
             item = await JobRepository(conn).claim(self.name, self.stale_after)
         if item is None:
             return False
-        lost = asyncio.Event()
-        beat = asyncio.create_task(self._beat(item, lost))
+        watch = _Watch()
+        beat = asyncio.create_task(self._beat(item, watch))
         try:
             with telemetry.span("chonkit.job_item", _span_attributes(item)):
-                await self._process(item, lost)
+                await self._process(item, watch)
         except _Stop as stop:
             if stop.stage is not None:
                 await self._finish(item, stop.stage)
@@ -193,14 +218,24 @@ class EmbeddingWorker:
                 await collections.finish_document_update(update)
         return True
 
-    async def _beat(self, item: ClaimedItem, lost: asyncio.Event) -> None:
+    async def _beat(self, item: ClaimedItem, watch: _Watch) -> None:
+        """Refresh the claim every ``heartbeat_seconds`` and ask for a cancel every :data:`CANCEL_POLL_SECONDS`
+        (or as often as the heartbeat, when that is more often); what it finds, it sets on ``watch``."""
+        beat_due = time.monotonic() + self.heartbeat_seconds
         while True:
-            await asyncio.sleep(self.heartbeat_seconds)
+            await asyncio.sleep(min(self.heartbeat_seconds, CANCEL_POLL_SECONDS))
             try:
                 async with self.db.transaction() as conn:
-                    if not await JobRepository(conn).heartbeat(item, self.name):
-                        lost.set()
-                        return
+                    jobs = JobRepository(conn)
+                    if time.monotonic() >= beat_due:
+                        if not await jobs.heartbeat(item, self.name):
+                            watch.lost.set()
+                            watch.stop.set()
+                            return
+                        beat_due = time.monotonic() + self.heartbeat_seconds
+                    if not watch.cancelled.is_set() and await jobs.cancel_requested(item.job_id):
+                        watch.cancelled.set()
+                        watch.stop.set()
             except Unavailable:
                 logger.warning("heartbeat missed for %s", item.document_id)
 
@@ -220,7 +255,7 @@ class EmbeddingWorker:
             if not await jobs.set_stage(item, self.name, stage, **fields):
                 raise _Stop(None)
 
-    async def _process(self, item: ClaimedItem, lost: asyncio.Event) -> None:
+    async def _process(self, item: ClaimedItem, watch: _Watch) -> None:
         if item.attempts > MAX_ATTEMPTS:
             raise InvalidInput(
                 f"Processing stopped {MAX_ATTEMPTS} times without finishing (the worker crashed or was killed).",
@@ -237,11 +272,11 @@ class EmbeddingWorker:
             await self._remove(item, collection)
             return
         if item.kind == "reembed":
-            await self._reembed_document(item, lost, collection, document, saved)
+            await self._reembed_document(item, watch.lost, collection, document, saved)
             return
         if document is None or saved is None:
             raise InvalidInput("The document was deleted before it could be embedded.", code="document_not_found")
-        await self._embed(item, lost, collection=collection, document=document, saved=saved, state=state)
+        await self._embed(item, watch, collection=collection, document=document, saved=saved, state=state)
 
     async def _reembed_document(
         self,
@@ -275,7 +310,7 @@ class EmbeddingWorker:
     async def _embed(
         self,
         item: ClaimedItem,
-        lost: asyncio.Event,
+        watch: _Watch,
         *,
         collection: Collection,
         document: Document,
@@ -305,11 +340,14 @@ class EmbeddingWorker:
 
         started = time.perf_counter()
         data = await asyncio.to_thread(self.blobs.get, document.sha256)
-        parsed = await parse_isolated(data, DocumentType(document.doc_type), parse_config)
+        try:
+            parsed = await parse_isolated(data, DocumentType(document.doc_type), parse_config, stop=watch.stop)
+        except ParseStopped:
+            raise watch.stopped() from None
         timings["parse_ms"] = _ms(started)
         telemetry.embedding_stage_done("parse", started)
 
-        await self._stage(item, lost, "chunking", timings=timings)
+        await self._stage(item, watch.lost, "chunking", timings=timings)
         started = time.perf_counter()
         result = await chunk_isolated(
             parsed,
@@ -323,19 +361,19 @@ class EmbeddingWorker:
         telemetry.embedding_stage_done("chunk", started)
         _refuse_oversized(result, embedder)
 
-        await self._stage(item, lost, "embedding", timings=timings, chunks=len(result.chunks))
+        await self._stage(item, watch.lost, "embedding", timings=timings, chunks=len(result.chunks))
         started = time.perf_counter()
         vectors: list[list[float]] = []
         for batch_start in range(0, len(result.chunks), EMBED_BATCH):
             batch = result.chunks[batch_start : batch_start + EMBED_BATCH]
             vectors.extend((await embedder.embed_documents([c.text for c in batch])).tolist())
-            if lost.is_set():
-                raise _Stop(None)
+            if watch.stop.is_set():
+                raise watch.stopped()
         timings["embed_ms"] = _ms(started)
         telemetry.embedding_stage_done("embed", started)
         tokens = sum(c.token_count for c in result.chunks)
 
-        await self._stage(item, lost, "writing", timings=timings, tokens=tokens)
+        await self._stage(item, watch.lost, "writing", timings=timings, tokens=tokens)
         started = time.perf_counter()
         await self._write(
             item,

@@ -3,6 +3,10 @@
 Pillow decodes them (the frames of a multi-page TIFF are its pages); the size in the header is checked before any
 pixel is decoded, so a small file declaring a huge image is refused (``image_too_large``), and a file Pillow
 cannot decode is ``document_corrupt``. Page range and sections select frames as they select PDF pages.
+
+The frames to recognise are counted from the header before any is decoded, so a file of more than
+:data:`~chonkit.document.parsing.ocr.MAX_OCR_PAGES` of them is refused at once; a blank frame is decoded but not
+recognised, and a stop is asked for before each frame.
 """
 
 from __future__ import annotations
@@ -26,18 +30,27 @@ _DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, UnidentifiedImageE
 
 
 def parse_image(
-    data: bytes, doc_type: DocumentType, config: ParseConfig, builder: BlockBuilder, *, recognise: bool = True
+    data: bytes,
+    doc_type: DocumentType,
+    config: ParseConfig,
+    builder: BlockBuilder,
+    *,
+    recognise: bool = True,
+    stop: ocr.StopCheck | None = None,
 ) -> tuple[int, tuple[int, ...]]:
     """Add a ``page`` block (marked ``ocr``) per frame that holds text, in one section per configured range.
 
     With ``ocr: off`` nothing is recognised, so the image has no text. ``recognise=False`` decodes every frame
-    (an upload's check) without recognising it.
+    (an upload's check) without recognising it, and does not apply the OCR page limit: the document's parse config,
+    set after the upload, may still select fewer frames.
 
     Returns:
-        The frame count and the frames OCR read (or would read).
+        The frame count and the frames OCR read (or would read; blank ones included, though they add no text).
 
     Raises:
-        InvalidInput: ``document_corrupt``, ``image_too_large`` or ``page_range_out_of_bounds``.
+        InvalidInput: ``document_corrupt``, ``image_too_large``, ``page_range_out_of_bounds`` or
+            ``ocr_too_many_pages``.
+        ParseStopped: ``stop`` said so before a frame.
     """
     try:
         with warnings.catch_warnings():
@@ -53,6 +66,8 @@ def parse_image(
                     for pages in page_groups(config, frame_count)
                     for number in range(pages.start, pages.end + 1)
                 }
+                if recognise and config.ocr != "off":
+                    ocr.check_ocr_pages(len(wanted))
                 recognised: list[int] = []
                 section: tuple[int, int] | None = None
                 for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
@@ -61,12 +76,13 @@ def parse_image(
                     if section is not None and wanted[number] != section:
                         builder.end_section(page_start=section[0], page_end=section[1])
                     section = wanted[number]
+                    ocr.stop_if_asked(stop, page=number)
                     ocr.check_pixels(*frame.size, page=number)
                     pixels = np.asarray(frame.convert("RGB"), dtype=np.uint8)  # decodes: corrupt data fails here
                     if config.ocr == "off":
                         continue
                     recognised.append(number)
-                    if recognise:
+                    if recognise and not ocr.is_blank(pixels):
                         builder.add(ocr.recognise(pixels), "page", page=number, ocr=True)
                 if section is not None:
                     builder.end_section(page_start=section[0], page_end=section[1])

@@ -4,12 +4,18 @@ pinned ``rapidocr`` wheel) on onnxruntime, one thread.
 Chosen over Tesseract with ``bench/ocr_bench.py`` (figures in ``docs/benchmarks.md``): it installs from PyPI
 alone, with its models, where Tesseract needs the system's ``tesseract-ocr-eng``. It runs only in a parse
 process (:mod:`chonkit.document.isolated`), which loads the models once, on its first page to recognise.
+
+A page takes the recogniser seconds (3-5 s for a full page here), so a document's OCR is bounded and can be stopped:
+at most :data:`MAX_OCR_PAGES` pages are recognised per parse (counted, and refused, before the first one is), a
+blank page is never given to the recogniser (:func:`is_blank`), and the parsers ask a :data:`StopCheck` before
+each page whether to go on (:func:`stop_if_asked`), which is how a cancelled job ends its parse between two pages.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -32,11 +38,52 @@ MAX_IMAGE_PIXELS = 40_000_000
 decoded in full: a small file can declare a huge image."""
 OCR_THREADS = 1
 """onnxruntime threads per parse process: two parse processes share two cores with the event loop."""
+MAX_OCR_PAGES = 500
+"""Pages (of a PDF, or frames of an image) one parse may recognise. At 1-5 s a page here this holds a parse process
+for at most about half an hour (a scanned book of 500 pages still fits); a document that needs more is refused with
+``ocr_too_many_pages`` before its first page is recognised, so it costs nothing, and a page range or sections can
+select a part of it. Issue #26: a TIFF of 2,000 frames held the only worker for 7 min 46 s."""
+BLANK_CONTRAST = 32
+"""A page image whose values all lie within this of each other (of 255, over every channel) shows nothing to read and
+is not recognised: the recogniser takes as long on an empty page as on a full one (0.2-3 s here), and the check takes
+a millisecond. Faint text is darker than its paper by more than this, and so is a coloured mark in one channel."""
 
 _ENGINE_LOCK = threading.Lock()
 
 Image = npt.NDArray[np.uint8]
 """Height x width x 3, RGB."""
+StopCheck = Callable[[], bool]
+"""Asked before each page: True when the parse should stop (its job was cancelled, its caller has gone)."""
+
+
+class ParseStopped(Exception):
+    """A parse ended early because it was told to stop (:data:`StopCheck`); nothing of it is kept."""
+
+
+def stop_if_asked(stop: StopCheck | None, *, page: int) -> None:
+    """Raises :class:`ParseStopped` when ``stop`` says so; called before each page, so a stop waits at most for the
+    page being recognised."""
+    if stop is not None and stop():
+        raise ParseStopped(f"stopped before page {page}")
+
+
+def check_ocr_pages(count: int) -> None:
+    """Refuse to recognise ``count`` pages past :data:`MAX_OCR_PAGES` (``ocr_too_many_pages``), before the first."""
+    if count > MAX_OCR_PAGES:
+        raise InvalidInput(
+            f"{count} pages need OCR; at most {MAX_OCR_PAGES} are recognised per document. Choose a page range or "
+            "sections of the pages to read, or split the document.",
+            code="ocr_too_many_pages",
+            extra={"pages": count, "limit": MAX_OCR_PAGES},
+        )
+
+
+def is_blank(image: Image) -> bool:
+    """Whether ``image`` is one flat grey tone (:data:`BLANK_CONTRAST`): a blank scan or frame, which holds no text.
+
+    The whole array's extremes, not a per-pixel reduction over channels: that took 150 ms an A4 page, this 1 ms. A flat
+    colour that is not grey is recognised all the same (the check only ever errs towards reading a page)."""
+    return int(image.max()) - int(image.min()) < BLANK_CONTRAST
 
 
 def needs_ocr(text_layer: str, *, has_images: bool, mode: OcrMode) -> bool:

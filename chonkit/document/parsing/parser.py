@@ -10,12 +10,20 @@ from chonkit.document.parsing.docx_parser import parse_docx
 from chonkit.document.parsing.html_parser import parse_html
 from chonkit.document.parsing.image_parser import parse_image
 from chonkit.document.parsing.markdown_parser import parse_markdown
+from chonkit.document.parsing.ocr import StopCheck
 from chonkit.document.parsing.pdf_parser import parse_pdf
 from chonkit.document.parsing.text_parser import parse_csv, parse_json, parse_text
 from common.errors import InvalidInput
 
 
-def parse(data: bytes, doc_type: DocumentType, config: ParseConfig, *, recognise: bool = True) -> ParsedDocument:
+def parse(
+    data: bytes,
+    doc_type: DocumentType,
+    config: ParseConfig,
+    *,
+    recognise: bool = True,
+    stop: StopCheck | None = None,
+) -> ParsedDocument:
     """Extract the text of ``data`` in reading order, with the config's page range and line filters applied.
 
     ``doc_type`` should come from :func:`sniff`. Page range and sections apply to PDFs and images and are ignored
@@ -26,11 +34,14 @@ def parse(data: bytes, doc_type: DocumentType, config: ParseConfig, *, recognise
         recognise: ``False`` checks a file quickly: pages that need OCR are found and checked
             (:attr:`ParsedDocument.ocr_pages`) but not recognised, so they add no text, and a document whose only
             text would come from OCR is not ``no_text``.
+        stop: asked before each page of a PDF or image (the formats whose pages may take seconds each, by OCR);
+            when it says so the parse ends with :class:`~chonkit.document.parsing.ocr.ParseStopped`.
 
     Raises:
         InvalidInput: ``empty_file``, ``no_text``, any config error of :meth:`ParseConfig.validate`, and
             the format's own errors (``document_corrupt``, ``document_encrypted``, ``document_zip_bomb``,
-            ``page_range_out_of_bounds``, ``image_too_large``).
+            ``page_range_out_of_bounds``, ``image_too_large``, ``ocr_too_many_pages``).
+        ParseStopped: ``stop`` said so.
     """
     if not data:
         raise InvalidInput("The file is empty.", code="empty_file")
@@ -39,9 +50,9 @@ def parse(data: bytes, doc_type: DocumentType, config: ParseConfig, *, recognise
     ocr_pages: tuple[int, ...] = ()
     match doc_type:
         case DocumentType.PDF:
-            page_count, ocr_pages = parse_pdf(data, config, builder, recognise=recognise)
+            page_count, ocr_pages = parse_pdf(data, config, builder, recognise=recognise, stop=stop)
         case DocumentType.PNG | DocumentType.JPEG | DocumentType.TIFF:
-            page_count, ocr_pages = parse_image(data, doc_type, config, builder, recognise=recognise)
+            page_count, ocr_pages = parse_image(data, doc_type, config, builder, recognise=recognise, stop=stop)
         case DocumentType.DOCX:
             parse_docx(data, builder)
         case DocumentType.MARKDOWN:

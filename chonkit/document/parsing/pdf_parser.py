@@ -2,7 +2,10 @@
 
 Pages are read with plain ``page.get_text()`` and nothing else, which keeps us level with a bare
 pymupdf loop (see ``bench/parse_bench.py``). A page without a text layer that shows an image (a scan) is
-rendered and recognised instead (:mod:`chonkit.document.parsing.ocr`), as the parse config's ``ocr`` says.
+rendered and recognised instead (:mod:`chonkit.document.parsing.ocr`), as the parse config's ``ocr`` says. The
+pages are read in two passes: the first reads every text layer and so finds the pages that need OCR, which are
+counted against :data:`~chonkit.document.parsing.ocr.MAX_OCR_PAGES` (and checked for size) before the second pass
+recognises the first of them; a stop is asked for before each page.
 
 Headings come from the PDF's outline (its bookmarks), the one place a PDF states them: a bookmark's title found
 as a line of its page's text becomes a heading of the bookmark's level there, splitting the page; a title not
@@ -29,32 +32,41 @@ _MUPDF = threading.Lock()
 
 
 def parse_pdf(
-    data: bytes, config: ParseConfig, builder: BlockBuilder, *, recognise: bool = True
+    data: bytes,
+    config: ParseConfig,
+    builder: BlockBuilder,
+    *,
+    recognise: bool = True,
+    stop: ocr.StopCheck | None = None,
 ) -> tuple[int, tuple[int, ...]]:
     """Add a ``page`` block per page (split at its bookmarks' headings), in one section per configured range (or
     one for the page range).
 
     Args:
         recognise: whether the pages that need OCR are recognised; without, they add no block (a quick check of
-            an upload, which leaves the seconds per page to the embedding worker).
+            an upload, which leaves the seconds per page to the embedding worker) and their number is not limited
+            (the parse config, set after the upload, may still select fewer).
+        stop: asked before each page; when it says so, the parse ends with :class:`~ocr.ParseStopped`.
 
     Returns:
-        The document's page count, before any page range is applied, and the pages OCR read (or would read).
+        The document's page count, before any page range is applied, and the pages OCR read (or would read; blank
+        ones included, though they add no text).
 
     Raises:
-        InvalidInput: ``document_corrupt``, ``document_encrypted``, ``page_range_out_of_bounds`` or
-            ``image_too_large``.
+        InvalidInput: ``document_corrupt``, ``document_encrypted``, ``page_range_out_of_bounds``,
+            ``image_too_large`` or ``ocr_too_many_pages``.
+        ParseStopped: ``stop`` said so before a page.
     """
     # MuPDF silently repairs a truncated file into fewer pages; a cut-off upload has lost its final
     # end-of-file marker (an incremental update that was cut keeps an earlier one and stays readable).
     if data.rfind(EOF_MARKER) < 0:
         raise _corrupt("it has no end-of-file marker, so it was probably truncated")
     with _MUPDF:
-        return _parse_pages(data, config, builder, recognise=recognise)
+        return _parse_pages(data, config, builder, recognise=recognise, stop=stop)
 
 
 def _parse_pages(
-    data: bytes, config: ParseConfig, builder: BlockBuilder, *, recognise: bool
+    data: bytes, config: ParseConfig, builder: BlockBuilder, *, recognise: bool, stop: ocr.StopCheck | None
 ) -> tuple[int, tuple[int, ...]]:
     try:
         document = pymupdf.open(stream=data, filetype="pdf")  # type: ignore[no-untyped-call]  # pymupdf is untyped
@@ -68,24 +80,44 @@ def _parse_pages(
             page_count = int(document.page_count)
             if page_count == 0:
                 raise _corrupt("it has no pages")
-            recognised = []
+            groups = page_groups(config, page_count)
+            texts, recognised = _text_layers(document, groups, config, stop)
+            if recognise:
+                ocr.check_ocr_pages(len(recognised))
             outline = _outline(document)
-            for pages in page_groups(config, page_count):
+            for pages in groups:
                 for number in range(pages.start, pages.end + 1):
-                    page = document.load_page(number - 1)  # type: ignore[no-untyped-call]
-                    text = page.get_text()
-                    if ocr.needs_ocr(text, has_images=bool(page.get_images()), mode=config.ocr):
-                        recognised.append(number)
-                        if recognise:
-                            builder.add(ocr.recognise(ocr.page_image(page)), "page", page=number, ocr=True)
-                        else:
-                            ocr.check_page_size(page)
-                    else:
-                        _add_page(builder, text, number, outline.get(number, ()))
+                    if number in texts:
+                        _add_page(builder, texts.pop(number), number, outline.get(number, ()))
+                    elif recognise:
+                        ocr.stop_if_asked(stop, page=number)
+                        image = ocr.page_image(document.load_page(number - 1))  # type: ignore[no-untyped-call]
+                        if not ocr.is_blank(image):
+                            builder.add(ocr.recognise(image), "page", page=number, ocr=True)
                 builder.end_section(page_start=pages.start, page_end=pages.end)
         except _MUPDF_ERRORS as exc:
             raise _corrupt(str(exc)) from exc
-    return page_count, tuple(recognised)
+    return page_count, recognised
+
+
+def _text_layers(
+    document: pymupdf.Document, groups: list[PageRange], config: ParseConfig, stop: ocr.StopCheck | None
+) -> tuple[dict[int, str], tuple[int, ...]]:
+    """The first pass: the text of each page read from its text layer, and the pages that need OCR instead (each
+    checked for size), so that they are counted before any is recognised."""
+    texts: dict[int, str] = {}
+    recognised: list[int] = []
+    for pages in groups:
+        for number in range(pages.start, pages.end + 1):
+            ocr.stop_if_asked(stop, page=number)
+            page = document.load_page(number - 1)  # type: ignore[no-untyped-call]
+            text = page.get_text()
+            if ocr.needs_ocr(text, has_images=bool(page.get_images()), mode=config.ocr):
+                ocr.check_page_size(page)
+                recognised.append(number)
+            else:
+                texts[number] = text
+    return texts, tuple(recognised)
 
 
 def _outline(document: pymupdf.Document) -> dict[int, list[tuple[int, str]]]:
