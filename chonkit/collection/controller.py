@@ -103,7 +103,11 @@ class CollectionController(Controller):
     async def remove_documents(
         self, jobs: NamedDependency[JobService], collection_id: FromPath[UUID], data: JSONBody[DocumentIds]
     ) -> JobCreated:
-        """Queues a job that deletes the documents' vectors from this collection."""
+        """Queues a job that deletes the documents' vectors from this collection. A removal wins over an embedding of
+        the same documents into this collection still queued or running: that embedding is cancelled
+        (``superseded`` lists each with the stage it was in; its item ends ``cancelled`` with ``error_code``
+        ``document_removed``) and nothing it was about to write stays. ``already_queued``: documents whose removal
+        is already queued or running (``job`` is null when that is all of them)."""
         return await jobs.enqueue(collection_id, "remove", data.document_ids)
 
     @get("/{collection_id:uuid}/documents", summary="Documents in the collection")

@@ -38,6 +38,8 @@ from chonkit.document.parsed import ParsedDocument
 from chonkit.document.parsing import DocumentType, ParseConfig, sniff, validate_parse_config
 from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
+from chonkit.embedding.repository import JobRepository
+from chonkit.reembedding.guards import refuse_if_any_migrating
 from common.db import Database
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, NotFound, PayloadTooLarge
@@ -187,11 +189,22 @@ class DocumentService:
     async def delete(self, document_id: UUID) -> Document:
         """Delete its vectors from every collection, then the row; the caller removes the blob after commit.
 
-        Each collection's lock is held to the end of the transaction, so a worker that is writing this
-        document's chunks finishes first, or finds the document gone and writes nothing."""
-        for collection in await self.collections.collections_of_document(document_id):
-            await self.collections.lock(collection.id)
-            await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
+        ``409 collection_migrating`` while a collection holding the document (or re-embedding it) moves to another
+        model, like every other change of that collection's documents: the move would fail on the missing
+        document and throw away the re-embedding of all the others.
+
+        Every collection that holds the document or is embedding it is locked to the end of the transaction, so a
+        worker writing the document's chunks there either finishes first (and its chunks are deleted here) or
+        finds the document gone and writes nothing. A collection the document is only being embedded into counts
+        too: its write, holding the document's row, made this deletion wait and then left its chunks behind."""
+        holding = {c.id: c for c in await self.collections.collections_of_document(document_id)}
+        embedding = await JobRepository(self.repo.conn).collections_pending(document_id)
+        await refuse_if_any_migrating(self.repo.conn, [*holding, *embedding])
+        for collection_id in sorted({*holding, *embedding}):
+            await self.collections.lock(collection_id)
+            collection = holding.get(collection_id) or await self.collections.get(collection_id)
+            if collection is not None:
+                await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
         await self.repo.cancel_pending_jobs(document_id)
         document = await self.repo.delete(document_id)
         if document is None:

@@ -12,6 +12,8 @@ Stage = Literal["queued", "parsing", "chunking", "embedding", "writing", "done",
 IN_FLIGHT: tuple[Stage, ...] = ("parsing", "chunking", "embedding", "writing")
 FINISHED: tuple[Stage, ...] = ("done", "skipped", "failed", "cancelled")
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+REMOVED = "document_removed"
+"""``error_code`` of an embedding cancelled because its document was removed from the collection meanwhile."""
 
 
 class DocumentIds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -62,10 +64,25 @@ class JobUpdate(JobSummary, frozen=True, kw_only=True):
     """The items whose state changed since the previous event; none in the first (a snapshot of the counts)."""
 
 
+class Superseded(msgspec.Struct, frozen=True, kw_only=True):
+    """An embedding a removal cancelled: what an admin removes must not be written back by a job still under way."""
+
+    job_id: UUID
+    """The embedding job; its item of the document now has stage ``cancelled`` and ``error_code``
+    ``document_removed``."""
+    document_id: UUID
+    stage: Stage
+    """The stage the item was in when the removal took it: ``queued``, or a running one."""
+
+
 class JobCreated(msgspec.Struct, frozen=True, kw_only=True):
     job: Job | None
     """None when every document was already queued or running in another job."""
     already_queued: list[UUID]
+    """Documents not queued again: an item of this kind for them is already queued or running."""
+    superseded: list[Superseded] = msgspec.field(default_factory=list)
+    """For a removal: the embeddings of the same documents into the collection that it cancelled (queued or
+    running), so that none of them writes the document back after it is gone. Empty for an embedding job."""
 
 
 class EmbeddingReport(msgspec.Struct, frozen=True, kw_only=True):

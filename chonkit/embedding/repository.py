@@ -10,11 +10,27 @@ from uuid import UUID
 
 import msgspec
 
-from chonkit.embedding.models import FINISHED, IN_FLIGHT, EmbeddingReport, Job, JobItem, JobStatus, Stage
+from chonkit.embedding.models import (
+    FINISHED,
+    IN_FLIGHT,
+    REMOVED,
+    EmbeddingReport,
+    Job,
+    JobItem,
+    JobStatus,
+    Stage,
+    Superseded,
+)
 from common.db.database import Connection
 
 PAGE_SIZE = 100
 """Items a job shows per page unless asked for another page size."""
+
+_WRITE_MAY_LAND = f"""w.stage = 'cancelled' AND w.error_code = '{REMOVED}' AND w.worker IS NOT NULL
+                      AND w.heartbeat_at >= now() - $2::interval"""
+"""An item taken from its worker by a removal while it was writing, whose worker is still on it (``w``; ``$2``: how
+long without a heartbeat makes a worker presumed dead). Its store write may still land — the vector store is not
+part of the worker's transaction, so the rollback that follows the lost claim does not undo it."""
 
 
 class ClaimedItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,6 +137,47 @@ class JobRepository:
         jobs = [await self.get(r["id"]) for r in rows]
         return [j for j in jobs if j is not None]
 
+    async def supersede(self, collection_id: UUID, document_ids: Sequence[UUID], removal_id: UUID) -> list[Superseded]:
+        """Cancel the embedding of these documents into the collection, queued or running, for the removal
+        ``removal_id``; returns what was cancelled, each with the stage it was in.
+
+        The caller holds the collection's lock, which a worker's final write also takes, so no write is half done
+        now. A queued item just ends. A running one is taken from its worker: its next stage change fails, so it
+        stops without writing. One that was ``writing`` may be about to write the store (the worker waits for the
+        lock, then writes the store before its ``set_stage`` fails and its transaction rolls back, which the store
+        is no part of): it keeps its worker's name, which :meth:`heartbeat` and :meth:`claim` use to hold the
+        removal back until that worker has let go."""
+        records = await self.conn.fetch(
+            f"""WITH pending AS (
+                   SELECT i.job_id, i.document_id, i.stage FROM chonkit.job_items i
+                   JOIN chonkit.jobs j ON j.id = i.job_id
+                   WHERE i.collection_id = $1 AND i.document_id = ANY($2::uuid[]) AND j.kind = 'embed'
+                     AND i.stage IN ('queued', 'parsing', 'chunking', 'embedding', 'writing')
+                   FOR UPDATE OF i)
+               UPDATE chonkit.job_items i
+               SET stage = 'cancelled', finished_at = now(), heartbeat_at = now(), error_code = '{REMOVED}',
+                   error = 'Removed from the collection (job ' || $3::uuid || ') before it was embedded.',
+                   worker = CASE WHEN pending.stage = 'writing' THEN i.worker END
+               FROM pending WHERE (i.job_id, i.document_id) = (pending.job_id, pending.document_id)
+               RETURNING i.job_id, i.document_id, pending.stage""",
+            collection_id,
+            list(document_ids),
+            removal_id,
+        )
+        order = {d: n for n, d in enumerate(document_ids)}
+        superseded = [msgspec.convert(dict(r), Superseded) for r in records]
+        return sorted(superseded, key=lambda s: (order[s.document_id], str(s.job_id)))
+
+    async def collections_pending(self, document_id: UUID) -> list[UUID]:
+        """Collections with an item of the document queued or running (of any kind), by id."""
+        records = await self.conn.fetch(
+            """SELECT DISTINCT collection_id FROM chonkit.job_items
+               WHERE document_id = $1 AND stage IN ('queued', 'parsing', 'chunking', 'embedding', 'writing')
+               ORDER BY collection_id""",
+            document_id,
+        )
+        return [r["collection_id"] for r in records]
+
     async def cancel(self, job_id: UUID) -> None:
         """Queued items stop now; running ones stop at their next stage boundary."""
         await self.conn.execute("UPDATE chonkit.jobs SET cancel_requested = true WHERE id = $1", job_id)
@@ -144,17 +201,23 @@ class JobRepository:
         return int(status.split()[-1])
 
     async def claim(self, worker: str, stale_after: timedelta) -> ClaimedItem | None:
-        """The oldest queued item, or one whose worker stopped beating (crashed or killed)."""
+        """The oldest queued item, or one whose worker stopped beating (crashed or killed).
+
+        Not an item of a document whose embedding a removal took while it was writing, as long as that embedding's
+        worker still beats (:meth:`heartbeat`): its store write may land yet, and the removal must come after it."""
         record = await self.conn.fetchrow(
-            """UPDATE chonkit.job_items i
+            f"""UPDATE chonkit.job_items i
                SET stage = 'parsing', worker = $1, heartbeat_at = now(), attempts = i.attempts + 1,
                    started_at = coalesce(i.started_at, now()), error = NULL, error_code = NULL, reason = NULL
                FROM chonkit.jobs j
                WHERE j.id = i.job_id AND (i.job_id, i.document_id) = (
                    SELECT c.job_id, c.document_id FROM chonkit.job_items c
-                   WHERE c.stage = 'queued'
-                      OR (c.stage IN ('parsing', 'chunking', 'embedding', 'writing')
-                          AND c.heartbeat_at < now() - $2::interval)
+                   WHERE (c.stage = 'queued'
+                          OR (c.stage IN ('parsing', 'chunking', 'embedding', 'writing')
+                              AND c.heartbeat_at < now() - $2::interval))
+                     AND NOT EXISTS (SELECT 1 FROM chonkit.job_items w
+                                     WHERE w.collection_id = c.collection_id AND w.document_id = c.document_id
+                                       AND {_WRITE_MAY_LAND})
                    ORDER BY c.heartbeat_at NULLS FIRST, c.position
                    LIMIT 1 FOR UPDATE SKIP LOCKED)
                RETURNING i.job_id, i.document_id, i.collection_id, j.kind, i.attempts""",
@@ -166,11 +229,16 @@ class JobRepository:
         return msgspec.convert(dict(record), ClaimedItem)
 
     async def heartbeat(self, item: ClaimedItem, worker: str) -> bool:
-        """Refresh our claim; False when the item was taken over or finished meanwhile."""
+        """Refresh our claim; False when the item was taken over or finished meanwhile.
+
+        An item a removal took while it was writing stays ours to beat for (True): its worker is about to write the
+        store or writing it, and :meth:`claim` holds the removal back until those beats stop, so the removal's
+        delete comes after that write (the worker's final ``set_stage`` fails and it stops by itself)."""
         status = await self.conn.execute(
-            """UPDATE chonkit.job_items SET heartbeat_at = now()
+            f"""UPDATE chonkit.job_items SET heartbeat_at = now()
                WHERE job_id = $1 AND document_id = $2 AND worker = $3
-                 AND stage IN ('parsing', 'chunking', 'embedding', 'writing')""",
+                 AND (stage IN ('parsing', 'chunking', 'embedding', 'writing')
+                      OR (stage = 'cancelled' AND error_code = '{REMOVED}'))""",
             item.job_id,
             item.document_id,
             worker,
@@ -178,13 +246,17 @@ class JobRepository:
         return status.endswith(" 1")
 
     async def set_stage(self, item: ClaimedItem, worker: str, stage: str, **fields: Any) -> bool:
-        """Move our item to ``stage`` (and set ``chunks``, ``tokens``, ``timings``, ``error``...)."""
+        """Move our item to ``stage`` (and set ``chunks``, ``tokens``, ``timings``, ``error``...); False when it is
+        no longer ours to move: taken over by another worker, or finished meanwhile — a removal cancels items of
+        its documents while they run and leaves the worker's name on one that was writing (see :meth:`supersede`),
+        so the stage decides too, and a finished item never comes back to life."""
         names = list(fields)
         sets = "".join(f", {name} = ${i}" for i, name in enumerate(names, start=5))
         finished = ", finished_at = now()" if stage in FINISHED else ""
         status = await self.conn.execute(
             f"""UPDATE chonkit.job_items SET stage = $4, heartbeat_at = now(){finished}{sets}
-                WHERE job_id = $1 AND document_id = $2 AND worker = $3""",
+                WHERE job_id = $1 AND document_id = $2 AND worker = $3
+                  AND stage IN ('parsing', 'chunking', 'embedding', 'writing')""",
             item.job_id,
             item.document_id,
             worker,

@@ -9,6 +9,7 @@ from uuid import UUID
 
 import msgspec
 
+from chonkit.collection.repository import CollectionRepository
 from chonkit.embedding.models import EmbeddingReport, Job, JobCreated, JobItem, JobSummary, JobUpdate, Stage
 from chonkit.embedding.repository import PAGE_SIZE, JobRepository
 from chonkit.reembedding.guards import refuse_if_migrating
@@ -24,7 +25,14 @@ class JobService:
         self.wake_worker = wake_worker
 
     async def enqueue(self, collection_id: UUID, kind: str, document_ids: list[UUID]) -> JobCreated:
-        """One durable job; documents already queued or running for this collection are not queued twice."""
+        """One durable job; documents already queued or running for this collection are not queued twice.
+
+        A removal wins over an embedding of the same documents into the collection that is still queued or running:
+        that embedding is cancelled (``superseded``) and the removal queued, in one transaction under the
+        collection's lock. A worker writes a document's chunks under that lock too, so either its write came first
+        (and the removal deletes what it wrote) or the removal did (and the write's claim is gone; see
+        :meth:`JobRepository.supersede`). Before, the removal was skipped as "already queued" and the embedding
+        wrote the document in afterwards: a confidential document an admin pulled out stayed readable."""
         unique = list(dict.fromkeys(document_ids))
         if not await self.conn.fetchval("SELECT 1 FROM chonkit.collections WHERE id = $1", collection_id):
             raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
@@ -42,11 +50,15 @@ class JobService:
                     extra={"missing": missing},
                 )
         job_id = uuid.uuid4()
+        superseded = []
+        if kind == "remove":
+            await CollectionRepository(self.conn).lock(collection_id)
+            superseded = await self.jobs.supersede(collection_id, unique, job_id)
         skipped = await self.jobs.create(job_id, collection_id, kind, unique)
         job = await self.jobs.get(job_id) if len(skipped) < len(unique) else None
         if job is not None:
             self.wake_worker()
-        return JobCreated(job=job, already_queued=skipped)
+        return JobCreated(job=job, already_queued=skipped, superseded=superseded)
 
     async def get(
         self, job_id: UUID, *, limit: int | None = PAGE_SIZE, offset: int = 0, stage: Stage | None = None

@@ -3,6 +3,7 @@ that they may import this)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from uuid import UUID
 
 from chonkit.collection.models import Collection
@@ -23,6 +24,13 @@ async def refuse_if_migrating(conn: Connection, collection_id: UUID) -> None:
     if migration is not None:
         collection = await CollectionRepository(conn).get(collection_id)
         raise collection_migrating(collection.name if collection else str(collection_id))
+
+
+async def refuse_if_any_migrating(conn: Connection, collection_ids: Iterable[UUID]) -> None:
+    """:func:`refuse_if_migrating` for each collection, in the order of their ids (so that two callers holding some
+    of the same rows cannot wait for each other in a circle)."""
+    for collection_id in sorted(set(collection_ids)):
+        await refuse_if_migrating(conn, collection_id)
 
 
 async def drop_building_version(conn: Connection, vectors: VectorRegistry, collection: Collection) -> None:
