@@ -26,12 +26,6 @@ from common.db.database import Connection
 PAGE_SIZE = 100
 """Items a job shows per page unless asked for another page size."""
 
-_WRITE_MAY_LAND = f"""w.stage = 'cancelled' AND w.error_code = '{REMOVED}' AND w.worker IS NOT NULL
-                      AND w.heartbeat_at >= now() - $2::interval"""
-"""An item taken from its worker by a removal while it was writing, whose worker is still on it (``w``; ``$2``: how
-long without a heartbeat makes a worker presumed dead). Its store write may still land — the vector store is not
-part of the worker's transaction, so the rollback that follows the lost claim does not undo it."""
-
 
 class ClaimedItem(msgspec.Struct, frozen=True, kw_only=True):
     job_id: UUID
@@ -142,11 +136,9 @@ class JobRepository:
         ``removal_id``; returns what was cancelled, each with the stage it was in.
 
         The caller holds the collection's lock, which a worker's final write also takes, so no write is half done
-        now. A queued item just ends. A running one is taken from its worker: its next stage change fails, so it
-        stops without writing. One that was ``writing`` may be about to write the store (the worker waits for the
-        lock, then writes the store before its ``set_stage`` fails and its transaction rolls back, which the store
-        is no part of): it keeps its worker's name, which :meth:`heartbeat` and :meth:`claim` use to hold the
-        removal back until that worker has let go."""
+        now. A queued item just ends. A running one is taken from its worker: its next stage change fails, and a
+        worker about to write checks, under that lock, that the item is still its own (:meth:`still_writing`)
+        before it touches the store, which is no part of its transaction."""
         records = await self.conn.fetch(
             f"""WITH pending AS (
                    SELECT i.job_id, i.document_id, i.stage FROM chonkit.job_items i
@@ -155,9 +147,8 @@ class JobRepository:
                      AND i.stage IN ('queued', 'parsing', 'chunking', 'embedding', 'writing')
                    FOR UPDATE OF i)
                UPDATE chonkit.job_items i
-               SET stage = 'cancelled', finished_at = now(), heartbeat_at = now(), error_code = '{REMOVED}',
-                   error = 'Removed from the collection (job ' || $3::uuid || ') before it was embedded.',
-                   worker = CASE WHEN pending.stage = 'writing' THEN i.worker END
+               SET stage = 'cancelled', finished_at = now(), error_code = '{REMOVED}',
+                   error = 'Removed from the collection (job ' || $3::uuid || ') before it was embedded.'
                FROM pending WHERE (i.job_id, i.document_id) = (pending.job_id, pending.document_id)
                RETURNING i.job_id, i.document_id, pending.stage""",
             collection_id,
@@ -201,23 +192,17 @@ class JobRepository:
         return int(status.split()[-1])
 
     async def claim(self, worker: str, stale_after: timedelta) -> ClaimedItem | None:
-        """The oldest queued item, or one whose worker stopped beating (crashed or killed).
-
-        Not an item of a document whose embedding a removal took while it was writing, as long as that embedding's
-        worker still beats (:meth:`heartbeat`): its store write may land yet, and the removal must come after it."""
+        """The oldest queued item, or one whose worker stopped beating (crashed or killed)."""
         record = await self.conn.fetchrow(
-            f"""UPDATE chonkit.job_items i
+            """UPDATE chonkit.job_items i
                SET stage = 'parsing', worker = $1, heartbeat_at = now(), attempts = i.attempts + 1,
                    started_at = coalesce(i.started_at, now()), error = NULL, error_code = NULL, reason = NULL
                FROM chonkit.jobs j
                WHERE j.id = i.job_id AND (i.job_id, i.document_id) = (
                    SELECT c.job_id, c.document_id FROM chonkit.job_items c
-                   WHERE (c.stage = 'queued'
-                          OR (c.stage IN ('parsing', 'chunking', 'embedding', 'writing')
-                              AND c.heartbeat_at < now() - $2::interval))
-                     AND NOT EXISTS (SELECT 1 FROM chonkit.job_items w
-                                     WHERE w.collection_id = c.collection_id AND w.document_id = c.document_id
-                                       AND {_WRITE_MAY_LAND})
+                   WHERE c.stage = 'queued'
+                      OR (c.stage IN ('parsing', 'chunking', 'embedding', 'writing')
+                          AND c.heartbeat_at < now() - $2::interval)
                    ORDER BY c.heartbeat_at NULLS FIRST, c.position
                    LIMIT 1 FOR UPDATE SKIP LOCKED)
                RETURNING i.job_id, i.document_id, i.collection_id, j.kind, i.attempts""",
@@ -229,16 +214,11 @@ class JobRepository:
         return msgspec.convert(dict(record), ClaimedItem)
 
     async def heartbeat(self, item: ClaimedItem, worker: str) -> bool:
-        """Refresh our claim; False when the item was taken over or finished meanwhile.
-
-        An item a removal took while it was writing stays ours to beat for (True): its worker is about to write the
-        store or writing it, and :meth:`claim` holds the removal back until those beats stop, so the removal's
-        delete comes after that write (the worker's final ``set_stage`` fails and it stops by itself)."""
+        """Refresh our claim; False when the item was taken over, cancelled or finished meanwhile."""
         status = await self.conn.execute(
-            f"""UPDATE chonkit.job_items SET heartbeat_at = now()
+            """UPDATE chonkit.job_items SET heartbeat_at = now()
                WHERE job_id = $1 AND document_id = $2 AND worker = $3
-                 AND (stage IN ('parsing', 'chunking', 'embedding', 'writing')
-                      OR (stage = 'cancelled' AND error_code = '{REMOVED}'))""",
+                 AND stage IN ('parsing', 'chunking', 'embedding', 'writing')""",
             item.job_id,
             item.document_id,
             worker,
@@ -281,6 +261,19 @@ class JobRepository:
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
                 [(collection_id, document_id, *p) for p in parents],
             )
+
+    async def still_writing(self, item: ClaimedItem, worker: str) -> bool:
+        """Whether our item is still ours and ``writing``. Asked under the collection's lock right before the store
+        is written: a removal (:meth:`supersede`) takes the same lock, so it either took the item before (we write
+        nothing) or comes after our commit (and deletes what we wrote)."""
+        found = await self.conn.fetchval(
+            """SELECT 1 FROM chonkit.job_items
+               WHERE job_id = $1 AND document_id = $2 AND worker = $3 AND stage = 'writing'""",
+            item.job_id,
+            item.document_id,
+            worker,
+        )
+        return found is not None
 
     async def document_name_for_write(self, document_id: UUID) -> str | None:
         """The document's name, held until the write commits: a rename then either waits for the write and

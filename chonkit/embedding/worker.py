@@ -408,6 +408,8 @@ class EmbeddingWorker:
             if current is None:
                 raise _Stop("cancelled")
             jobs = JobRepository(conn)
+            if not await jobs.still_writing(item, self.name):
+                raise _Stop(None)  # a removal took it (or another worker did): the store must not see this write
             # The row is held from here to the commit, so the name, tags and label read next are the ones an
             # edit of the document either waits for or, committed before, queued an update behind this write.
             held = await jobs.document_name_for_write(document.id)

@@ -91,8 +91,7 @@ async def stack(
 
 
 async def settle(stack: Stack, *, within: float = 30) -> None:
-    """Run the workers until no job item is left queued or running (a removal held back behind a write that may
-    still land waits out that write's heartbeats)."""
+    """Run the workers until no job item is left queued or running."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         worked = False
