@@ -235,7 +235,7 @@ def _bearer_token(authorization: str | None) -> str:
 def _unverified_header(token: str) -> dict[str, Any]:
     try:
         header = jws.get_unverified_header(token)
-    except JOSEError:
+    except (JOSEError, RecursionError):  # a header nested past the JSON decoder's depth is as undecodable
         raise Unauthorized("the token cannot be decoded", code="malformed_token") from None
     if "crit" in header:
         raise Unauthorized("the token uses critical header extensions", code="malformed_token")

@@ -31,6 +31,7 @@ from common.auth import DEV_TOKEN_TTL_SECONDS, mint_dev_token
 from common.config import Settings
 from common.errors import Forbidden, NotFound
 from common.groups import GroupName
+from common.http.app import BoundedRequest
 from common.http.problems import EXCEPTION_HANDLERS
 from console.oidc import CodeExchange, OidcClient, OidcSession, ProviderEndpoints, RefreshRequest, check_oidc_settings
 
@@ -176,6 +177,7 @@ def create_app(settings: Settings, *, services: Mapping[str, str]) -> Litestar:
         ],
         state=State({"settings": settings, "services": dict(services), "oidc": oidc}),
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=BoundedRequest,
         response_headers=[
             ResponseHeader(name="Content-Security-Policy", value=CONTENT_SECURITY_POLICY),
             ResponseHeader(name="X-Content-Type-Options", value="nosniff"),

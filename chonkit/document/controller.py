@@ -27,6 +27,7 @@ from chonkit.document.models import (
     UploadResponse,
 )
 from chonkit.document.service import DocumentService, IncomingFile, UnusedOriginals
+from common.http.pagination import Offset
 from common.http.problems import problem
 
 
@@ -39,7 +40,6 @@ class UploadForm:
 
 
 Limit = Annotated[int, QueryParameter(ge=1, le=200, description="page size")]
-Offset = Annotated[int, QueryParameter(ge=0)]
 
 
 class DocumentController(Controller):

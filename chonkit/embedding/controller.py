@@ -15,6 +15,7 @@ from litestar.status_codes import HTTP_200_OK
 from chonkit.embedding.models import Job, Stage
 from chonkit.embedding.repository import PAGE_SIZE
 from chonkit.embedding.service import FeedEvent, JobFeed, JobService
+from common.http.pagination import Offset
 
 
 class JobController(Controller):
@@ -36,7 +37,7 @@ class JobController(Controller):
         jobs: NamedDependency[JobService],
         job_id: FromPath[UUID],
         limit: FromQuery[Annotated[int, QueryParameter(ge=1, le=1000)]] = PAGE_SIZE,
-        offset: FromQuery[Annotated[int, QueryParameter(ge=0)]] = 0,
+        offset: FromQuery[Offset] = 0,
         stage: FromQuery[Stage | None] = None,
     ) -> Job:
         """``progress`` and ``total`` count every item; ``items`` is the page asked for, in job order, of

@@ -120,3 +120,15 @@ async def test_host_serves_console_at_root_index_at_api_and_services_under_their
     assert index.json() == {"services": {"svc": {"health": "/svc/health", "docs": "/svc/docs"}}}
     assert routed.json() == {"pong": "svc"}
     assert (missing.status_code, missing.json()["code"]) == (404, "route_not_found")
+
+
+@pytest.mark.parametrize("path", ["/console/dev-token", "/console/oidc/refresh"])
+async def test_json_nested_past_the_decoders_depth_is_400_on_the_consoles_own_routes(
+    dev_settings: Settings, path: str
+) -> None:
+    """Anyone may post to these, before signing in: a body 1,000 deep was a 500 (#26, item 11)."""
+    async with _client(create_app(dev_settings, services=SERVICES)) as client:
+        response = await client.post(
+            path, content=b"[" * 1_000 + b"]" * 1_000, headers={"Content-Type": "application/json"}
+        )
+    assert (response.status_code, response.json()["code"]) == (400, "json_too_deep")

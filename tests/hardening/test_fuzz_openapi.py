@@ -142,16 +142,7 @@ def integer_query_parameters(app: Litestar) -> list[tuple[str, str, str, dict[st
 
 @pytest.mark.parametrize(
     "service",
-    [
-        pytest.param(
-            "chonkit",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="chonkit's document and job offsets lack le= (PENDING in tests/hardening/test_input_bounds.py)",
-            ),
-        ),
-        "kappi",
-    ],
+    ["chonkit", "kappi"],
 )
 async def test_integer_query_parameters_declare_bounds_and_values_past_them_are_4xx(
     chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings, service: str

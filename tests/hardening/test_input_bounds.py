@@ -110,9 +110,6 @@ LISTINGS = {
     ("kappi", "/chats"): {"offset", "limit"},
 }
 """Every listing and its paging parameters (the first test below checks this against the OpenAPI documents)."""
-PENDING = {("chonkit", "/documents", "offset"), ("chonkit", "/jobs/{job_id}", "offset")}
-"""Declared in files owned elsewhere (chonkit/document/controller.py, chonkit/embedding/controller.py): each must
-use ``common.http.pagination.Offset``; strict, so the marker goes in the change that makes them pass."""
 PAST_EVERY_BOUND = ["9223372036854775808", "99999999999999999999", "18446744073709551616", "-1", "-9223372036854775809"]
 
 
@@ -130,9 +127,7 @@ def _cases() -> list[Any]:
     cases = []
     for (service, path), names in sorted(LISTINGS.items()):
         for name in sorted(names):
-            pending = (service, path, name) in PENDING
-            marks = [pytest.mark.xfail(strict=True, reason="declared without le= (see PENDING)")] if pending else []
-            cases.append(pytest.param(service, path, name, marks=marks, id=f"{service} {path} {name}"))
+            cases.append(pytest.param(service, path, name, id=f"{service} {path} {name}"))
     return cases
 
 
@@ -175,12 +170,7 @@ async def test_paging_past_its_declared_bound_is_400_invalid_request(
     ("service", "url"),
     [
         pytest.param("kappi", "/chats?offset=9223372036854775808", id="kappi chats"),
-        pytest.param(
-            "chonkit",
-            "/documents?offset=99999999999999999999",
-            id="chonkit documents",
-            marks=pytest.mark.xfail(strict=True, reason="declared without le= (see PENDING)"),
-        ),
+        pytest.param("chonkit", "/documents?offset=99999999999999999999", id="chonkit documents"),
     ],
 )
 async def test_the_issues_own_urls_are_400(
