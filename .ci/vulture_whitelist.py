@@ -22,7 +22,7 @@ default_model
 _.model_alias, _.hostnames, _.n_parallel, _.n_ctx, _.n_threads, _.cache_ram_mib, _.endpoint_slots, _.endpoint_metrics
 _.ui, _.verbosity, _.api_keys
 # Library options set as attributes: RE2 (line_filters), onnxruntime (SessionOptions), faiss (HNSW).
-_.log_errors, _.never_capture
+_.log_errors, _.never_capture, _.max_mem
 _.graph_optimization_level, _.execution_mode, _.intra_op_num_threads, _.inter_op_num_threads
 _.log_severity_level, _.efConstruction, _.efSearch
 # Weaviate's collection config, passed by keyword.
