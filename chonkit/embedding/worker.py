@@ -272,7 +272,7 @@ class EmbeddingWorker:
             await self._remove(item, collection)
             return
         if item.kind == "reembed":
-            await self._reembed_document(item, watch.lost, collection, document, saved)
+            await self._reembed_document(item, watch, collection, document, saved)
             return
         if document is None or saved is None:
             raise InvalidInput("The document was deleted before it could be embedded.", code="document_not_found")
@@ -281,20 +281,30 @@ class EmbeddingWorker:
     async def _reembed_document(
         self,
         item: ClaimedItem,
-        lost: asyncio.Event,
+        watch: _Watch,
         collection: Collection,
         document: Document | None,
         saved: StoredConfig | None,
     ) -> None:
-        """A document of a migration to another model: these stages, into the collection's new version."""
+        """A document of a migration to another model: these stages, into the collection's new version; a cancel
+        stops its parse within a second, as an embedding's."""
         from chonkit.reembedding.step import ClaimLost
 
         try:
             await self._reembed.process(
-                item, lost, collection=collection, document=document, saved=saved, enter=self._stage, worker=self.name
+                item,
+                watch.lost,
+                collection=collection,
+                document=document,
+                saved=saved,
+                enter=self._stage,
+                worker=self.name,
+                stop=watch.stop,
             )
         except ClaimLost as exc:
             raise _Stop(None) from exc
+        except ParseStopped:
+            raise watch.stopped() from None
         telemetry.embedding_item_finished("done")
 
     async def _remove(self, item: ClaimedItem, collection: Collection) -> None:

@@ -62,7 +62,13 @@ class ReembedStep:
         saved: StoredConfig | None,
         enter: Enter,
         worker: str,
+        stop: asyncio.Event | None = None,
     ) -> None:
+        """Parse, chunk, embed and write one document into the migration's new version.
+
+        Raises:
+            ParseStopped: ``stop`` was set while the document was parsed (a cancel, or a lost claim).
+        """
         async with self.db.transaction() as conn:
             migration = await MigrationRepository(conn).of_job(item.job_id)
         if migration is None or migration.state != "building":
@@ -77,7 +83,7 @@ class ReembedStep:
 
         started = time.perf_counter()
         data = await asyncio.to_thread(self.blobs.get, document.sha256)
-        parsed = await parse_isolated(data, DocumentType(document.doc_type), parse_config)
+        parsed = await parse_isolated(data, DocumentType(document.doc_type), parse_config, stop=stop)
         timings["parse_ms"] = _ms(started)
         await enter(item, lost, "chunking", timings=timings)
         started = time.perf_counter()
