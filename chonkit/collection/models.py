@@ -14,6 +14,11 @@ from common.vectors.base import DEFAULT_DENSE_WEIGHT, RetrievalMode
 Groups = Annotated[list[GroupName], msgspec.Meta(max_length=100)]
 
 
+VERSION_PREFIX = "Ragu_version_"
+"""The store-side names of collections' new versions while they are built (``chonkit.reembedding``). Reserved: a
+collection named so would pass for a version in the store and in ``ragu reconcile`` (issue #26's note)."""
+
+
 class CollectionCreate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
     """A capital ASCII letter, then ASCII letters, digits and underscores; at most 63 characters, so that the

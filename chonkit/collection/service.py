@@ -15,6 +15,7 @@ import msgspec
 
 import schemas
 from chonkit.collection.models import (
+    VERSION_PREFIX,
     Collection,
     CollectionCreate,
     CollectionDetail,
@@ -29,7 +30,7 @@ from chonkit.collection.models import (
 from chonkit.collection.repository import CollectionRepository
 from chonkit.reembedding.guards import drop_building_version, refuse_if_migrating
 from common.embedders.base import EmbedderRegistry
-from common.errors import Conflict, NotFound
+from common.errors import Conflict, InvalidInput, NotFound
 from common.groups import check_groups
 from common.vectors.base import RetrievalMode, SearchFilter, SearchHit, read_chunk
 from common.vectors.records import checked_name
@@ -88,6 +89,11 @@ class CollectionService:
         model = request.model or self.embedders.models(request.embedding_provider)[0].model
         spec = self.embedders.spec(request.embedding_provider, model)
         groups = check_groups(request.groups)
+        if request.name.lower().startswith(VERSION_PREFIX.lower()):
+            raise InvalidInput(
+                f"Collection names starting with {VERSION_PREFIX!r} are reserved for new versions being built.",
+                code="collection_name_reserved",
+            )
         collection_id = uuid.uuid4()
         identity = Identity(
             collection_id=str(collection_id),

@@ -27,7 +27,7 @@ from uuid import UUID
 
 import msgspec
 
-from chonkit.collection.models import Collection
+from chonkit.collection.models import VERSION_PREFIX, Collection
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
 from chonkit.embedding.repository import JobRepository
@@ -46,7 +46,7 @@ _log = logging.getLogger(__name__)
 
 def version_name(job_id: UUID) -> str:
     """The store-side name of a migration's new version: a valid collection name no admin would choose."""
-    return f"Ragu_version_{job_id.hex[:20]}"
+    return f"{VERSION_PREFIX}{job_id.hex[:20]}"
 
 
 def version_identity(collection: Collection, migration: Migration) -> Identity:

@@ -106,6 +106,9 @@ BAD_CREATES = [
     ("unknown embedding provider", {"name": "Ok", "embedding_provider": "magic"}, 422, "unknown_embedding_provider"),
     ("unknown model", {"name": "Ok", "model": "gpt-embed-9000"}, 422, "unknown_embedding_model"),
     ("group with spaces", {"name": "Ok", "groups": [" hr"]}, 422, "invalid_group"),
+    ("a new version's name", {"name": "Ragu_version_0123456789abcdef0123"}, 422, "collection_name_reserved"),
+    ("a version's prefix in other case", {"name": "RAGU_VERSION_x"}, 422, "collection_name_reserved"),
+    ("group with a bidi override", {"name": "Ok", "groups": ["\u202ehr"]}, 422, "invalid_group"),
 ]
 
 
