@@ -296,10 +296,21 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
         return self.status in ("done", "failed", "cancelled")
 
 
+class Superseded(msgspec.Struct, frozen=True, kw_only=True):
+    """An embedding a removal cancelled (its item ends ``cancelled``, ``error_code`` ``document_removed``)."""
+
+    job_id: UUID
+    document_id: UUID
+    stage: Stage
+    """The stage the embedding was in when the removal took it."""
+
+
 class JobCreated(msgspec.Struct, frozen=True, kw_only=True):
     job: Job | None
     """``None`` when every document was already queued or running in another job."""
     already_queued: list[UUID]
+    superseded: list[Superseded] = msgspec.field(default_factory=list)
+    """For a removal: the embeddings of the same documents it cancelled, so none writes them back."""
 
 
 class SearchRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
