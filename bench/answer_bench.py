@@ -742,7 +742,7 @@ async def ask_query(user: httpx.AsyncClient, agent_id: str, question: Question) 
 
 def _passages(given: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the answer was given, in citation order and in full: kept so that grounding and the extractive can
-    be replayed on the same passages offline (the model's dropped sentences are in ``grounding``)."""
+    be replayed on the same passages offline (``grounding`` counts the model's dropped sentences, a reason each)."""
     return sorted(given, key=lambda c: int(c["citation"]))
 
 

@@ -60,9 +60,8 @@ shut down cleanly at the end (with the model, its process too).
   (:func:`uncited_answer`); with ``extractive`` only as its "no passage answers" sentences or the floor's
   decline.
 
-The leak checks are the same for both, and read a model's text wherever it is (the answer, the dropped
-sentences ``grounding.unsupported`` lists, the history): a model may write anything, so only what it was given
-bounds what it may repeat.
+The leak checks are the same for both, and read a model's text wherever it is (the answer, ``grounding``, the
+history): a model may write anything, so only what it was given bounds what it may repeat.
 
 **Figures**: operations per type with p50/p95/p99, errors and leaks (both must be 0), and the server
 process's RSS (``/proc/<pid>/status``) sampled every few seconds: start, end, max, and its least-squares
