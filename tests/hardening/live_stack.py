@@ -229,6 +229,27 @@ async def sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
             name, data = "message", []
 
 
+async def embedded_collection(admin: httpx.AsyncClient, name: str, text: bytes, groups: list[str]) -> dict[str, Any]:
+    """A collection readable by ``groups`` holding ``text`` as one document, embedded (through the public API)."""
+    uploaded = await admin.post("/chonkit/documents", files=[("files", ("handbook.txt", text))])
+    document_id = uploaded.json()["results"][0]["document"]["id"]
+    created = await admin.post("/chonkit/collections", json={"name": name, "groups": groups})
+    assert created.status_code == 201, created.text
+    collection: dict[str, Any] = created.json()
+    queued = await admin.post(
+        f"/chonkit/collections/{collection['id']}/documents", json={"document_ids": [document_id]}
+    )
+    job_id = queued.json()["job"]["id"]
+
+    async def finished() -> bool | None:
+        job = (await admin.get(f"/chonkit/jobs/{job_id}")).json()
+        assert job["status"] not in ("failed", "cancelled"), job
+        return True if job["status"] == "done" else None
+
+    await eventually(finished, within=60, what="the embedding job")
+    return collection
+
+
 async def counts(url: str) -> dict[str, Any]:
     """What a restart must not change: row counts, and per pgvector collection the vectors chonkit expects (the
     sum of its documents' chunk counts) next to those its table holds, and how many of those are distinct chunks."""

@@ -22,7 +22,7 @@ from common.auth import mint_dev_token
 from common.config import Settings
 from kappi.llm.local_models import installed_models
 from tests.hardening.conftest import LLMS, LOCAL_AGENT, SMOLLM2
-from tests.hardening.live_stack import RaguServer, eventually, served
+from tests.hardening.live_stack import RaguServer, embedded_collection, eventually, served
 
 SECRET = "live-access-hs256-secret-0123456789abcdef"
 TRIALS = {"extractive": 20, "local": 5}
@@ -71,22 +71,7 @@ async def _agent_over_a_restricted_collection(
 ) -> tuple[dict[str, Any], str]:
     """A collection readable by ``hr`` holding one embedded document, and an agent over it answering with ``llm``."""
     text = b"Vacation: employees get 25 vacation days per year. Sick leave needs a note after three days."
-    uploaded = await admin.post("/chonkit/documents", files=[("files", ("handbook.txt", text))])
-    document_id = uploaded.json()["results"][0]["document"]["id"]
-    created = await admin.post("/chonkit/collections", json={"name": name, "groups": ["hr"]})
-    assert created.status_code == 201, created.text
-    collection: dict[str, Any] = created.json()
-    queued = await admin.post(
-        f"/chonkit/collections/{collection['id']}/documents", json={"document_ids": [document_id]}
-    )
-    job_id = queued.json()["job"]["id"]
-
-    async def finished() -> bool | None:
-        job = (await admin.get(f"/chonkit/jobs/{job_id}")).json()
-        assert job["status"] not in ("failed", "cancelled"), job
-        return True if job["status"] == "done" else None
-
-    await eventually(finished, within=60, what="the embedding job")
+    collection = await embedded_collection(admin, name, text, ["hr"])
     agent = (await admin.post("/kappi/admin/agents", json={"name": "Helper", **AGENT_LLM[llm]})).json()
     assign = {"add": [{"vector_provider": "pgvector", "name": name, "instruction": "HR policies"}]}
     report = (await admin.put(f"/kappi/admin/agents/{agent['id']}/collections", json=assign)).json()

@@ -18,14 +18,13 @@ import itertools
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import pytest
 
 from common.auth import mint_dev_token
 from common.config import Settings
-from tests.hardening.live_stack import RaguServer, eventually, served
+from tests.hardening.live_stack import RaguServer, embedded_collection, served
 from tests.kappi.conftest import sse_events
 from tests.support.answers import QUOTED_INSTEAD
 from tests.support.llm_standins import OpenAIStandin, Script
@@ -95,22 +94,7 @@ async def live() -> AsyncIterator[Live]:
 
 async def _collection(admin: httpx.AsyncClient) -> str:
     """A collection readable by ``hr`` holding the handbook, embedded."""
-    uploaded = await admin.post("/chonkit/documents", files=[("files", ("handbook.txt", HANDBOOK))])
-    document_id = uploaded.json()["results"][0]["document"]["id"]
-    created = await admin.post("/chonkit/collections", json={"name": "Hr_handbook", "groups": ["hr"]})
-    assert created.status_code == 201, created.text
-    collection: dict[str, Any] = created.json()
-    queued = await admin.post(
-        f"/chonkit/collections/{collection['id']}/documents", json={"document_ids": [document_id]}
-    )
-    job_id = queued.json()["job"]["id"]
-
-    async def finished() -> bool | None:
-        job = (await admin.get(f"/chonkit/jobs/{job_id}")).json()
-        assert job["status"] not in ("failed", "cancelled"), job
-        return True if job["status"] == "done" else None
-
-    await eventually(finished, within=60, what="the embedding job")
+    collection = await embedded_collection(admin, "Hr_handbook", HANDBOOK, ["hr"])
     return str(collection["name"])
 
 
