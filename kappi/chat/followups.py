@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kappi.llm.base import ChatMessage
-from kappi.llm.extractive import question_stems
+from kappi.llm.words import question_stems
 
 SELF_CONTAINED_STEMS = 4
 """A question with at least this many content words (and no word referring back) is searched as it is."""

@@ -32,18 +32,9 @@ import msgspec
 
 from kappi.chat.models import DropReason
 from kappi.llm.base import Passage
-from kappi.llm.extractive import (
-    FOUND,
-    STOP_WORDS,
-    analysed,
-    expects_value,
-    extract_answer,
-    identifiers,
-    named,
-    question_stems,
-    states_value,
-)
+from kappi.llm.extractive import FOUND, analysed, extract_answer
 from kappi.llm.prompt import ANSWER_RULES
+from kappi.llm.words import STOP_WORDS, expects_value, identifiers, named, question_stems, states_value
 from kappi.retrieval.service import RetrievedChunk
 
 T = TypeVar("T")

@@ -37,6 +37,15 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import NamedTuple
 
 from kappi.llm.base import LlmEvent, LlmRequest, Passage, Token, Usage
+from kappi.llm.words import (
+    IDENTIFIER,
+    NOT_WORD,
+    expects_value,
+    identifiers,
+    key_terms,
+    named,
+    states_value,
+)
 
 EXTRACTIVE_MODEL = "extractive"
 FOUND = "Here is what I found in your documents:\n"
@@ -52,38 +61,6 @@ MAX_SENTENCES = 2
 MIN_ADDED_SHARE = 0.05
 """A sentence after the first is quoted only if it adds at least this share of the question's weight."""
 
-_STOP_WORDS_TEXT = """
-    a about above after again against all also am an and any many much are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having he
-    her here hers herself him himself his how i if in into is it its itself just me more most my myself no nor
-    not now of off on once only or other our ours ourselves out over own please same she should so some such
-    tell than that the their theirs them themselves then there these they this those through to too under until
-    up us very was we were what when where which while who whom why will with would you your yours yourself
-    yourselves aren couldn didn doesn don hadn hasn haven isn ll re shouldn ve wasn weren won wouldn
-"""
-STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
-_WEAK_TERMS_TEXT = "get gets got use uses used using make makes need needs want know way thing happen give take"
-WEAK_TERMS = frozenset(_WEAK_TERMS_TEXT.split())
-"""Question words that say little about its subject: not counted among its key terms."""
-
-_SUFFIXES = ("ies", "ied", "ing", "ed", "s", "y")
-_NOT_PLURAL = ("ss", "us", "is")  # guess, status, analysis
-_NOT_WORD = re.compile(r"[^\w]+")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)+|\w*[A-Za-z0-9]_\w+|__\w+__")
-"""A name spelled like code: dotted (``sqlite3.connect``) or with an inner underscore (``max_connections``)."""
-_MAY_NAME = re.compile(r"_|\w(?:\.|::)[A-Za-z_]")
-"""What every :data:`_IDENTIFIER` match holds: a text without it names nothing, found in one linear scan (the
-identifier pattern backtracks over every word of a text that has none, as most questions and sentences do)."""
-_VALUE_QUESTION = re.compile(
-    r"\b(?:how (?:many|much|long|large|big|often|old)|default|maximum|minimum|range|size|limit|version|port"
-    r"|number|timeout|length|value)\b",
-    re.IGNORECASE,
-)
-_NUMBER_WORDS_TEXT = """
-    zero one two three four five six seven eight nine ten eleven twelve twenty fifty hundred thousand million
-    billion twice half
-"""
-NUMBER_WORDS = frozenset(_NUMBER_WORDS_TEXT.split())
 _DIGIT = re.compile(r"\d")
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d)]*\s+(?=\S)|\n+(?=\s*(?:[-*\u2022]|\d+[.)])\s)")
@@ -102,58 +79,13 @@ _ADDED_IN_VERSION = re.compile(r"\b(?:new|added) in (?:version|release)\b", re.I
 word a question asks with ("In which version was it added?")."""
 
 
-def _stem(word: str) -> str:
-    """Cut one common ending, keeping at least three letters: "policies" and "policy" both become "polic".
-
-    Stems are matched as word prefixes, so "approved" (stem "approv") also finds "approval"; crude, but cheap
-    and predictable.
-    """
-    if not word.endswith(_SUFFIXES):
-        return word  # most words: one C call instead of one per suffix
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word if suffix == "s" and word.endswith(_NOT_PLURAL) else word[: -len(suffix)]
-    return word
-
-
-def question_stems(question: str) -> list[str]:
-    """The distinct stems of the question's words that are not stop words or single letters, in order."""
-    words = _NOT_WORD.sub(" ", question.lower()).split()
-    return list(dict.fromkeys(_stem(word) for word in words if len(word) > 1 and word not in STOP_WORDS))
-
-
-def key_terms(question: str) -> list[str]:
-    """The question's stems that say what it is about: :func:`question_stems` minus :data:`WEAK_TERMS`
-    (all of them when nothing else is left)."""
-    stems = question_stems(question)
-    return [s for s in stems if s not in WEAK_TERMS] or stems
-
-
-def identifiers(question: str) -> list[str]:
-    """The names the question spells like code, lowercased: ``max_connections``, ``json.jsondecodeerror``."""
-    if _MAY_NAME.search(question) is None:
-        return []
-    return list(dict.fromkeys(m.group().lower().strip(".") for m in _IDENTIFIER.finditer(question)))
-
-
-def named(names: Sequence[str]) -> list[re.Pattern[str]]:
-    """Finds each name as a whole identifier: ``work_mem`` is not in ``maintenance_work_mem``, but
-    ``lru_cache`` is in ``functools.lru_cache``."""
-    return [re.compile(rf"(?<!\w){re.escape(name)}(?!\w)") for name in names]
-
-
 def _titled_by_another_name(section: Section, names: Sequence[re.Pattern[str]]) -> bool:
     """A section headed by a name spelled like code that is none of the question's (``maintenance_work_mem``,
     asked about ``work_mem``) is about that other name, whatever it mentions."""
-    if not names or not section.heading or not _IDENTIFIER.search(section.heading):
+    if not names or not section.heading or not IDENTIFIER.search(section.heading):
         return False
     heading = section.heading.lower()
     return not any(name.search(heading) for name in names)
-
-
-def expects_value(question: str) -> bool:
-    """Whether the question asks for a quantity or a setting's value, which a quote must then state."""
-    return _VALUE_QUESTION.search(question) is not None
 
 
 def is_code(sentence: str) -> bool:
@@ -179,7 +111,7 @@ def is_fragment(sentence: str) -> bool:
 def _words(text: str) -> str:
     """Lowercase words, space-separated with a space at each end, so ``" stem"`` finds a word by its prefix.
     Identifiers are also split ("bgwriter_delay" holds "delay")."""
-    plain = _NOT_WORD.sub(" ", text.lower())
+    plain = NOT_WORD.sub(" ", text.lower())
     return f" {plain} {plain.replace('_', ' ')} " if "_" in plain else f" {plain} "
 
 
@@ -228,12 +160,6 @@ class Analysed(NamedTuple):
     """The section of each unit."""
     sentence_words: frozenset[str]
     """Every sentence's words: which passages hold a quote (overlapping chunks share sentences)."""
-
-
-def states_value(sentence: str) -> bool:
-    return any(c.isdigit() for c in sentence) or not NUMBER_WORDS.isdisjoint(
-        _NOT_WORD.sub(" ", sentence.lower()).split()
-    )
 
 
 @functools.lru_cache(maxsize=ANALYSED_PASSAGES)

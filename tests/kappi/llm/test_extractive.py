@@ -12,8 +12,8 @@ from kappi.llm.extractive import (
     NOTHING_MATCHES,
     ExtractiveProvider,
     extract_answer,
-    question_stems,
 )
+from kappi.llm.words import question_stems
 
 HANDBOOK = (
     "Welcome to Example Corp. This handbook describes how we work.\n\n"
