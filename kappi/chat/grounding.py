@@ -32,7 +32,7 @@ import msgspec
 
 from kappi.chat.models import DropReason
 from kappi.llm.base import Passage
-from kappi.llm.extractive import FOUND, analysed, extract_answer
+from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, analysed, extract_answer
 from kappi.llm.prompt import ANSWER_RULES
 from kappi.llm.words import STOP_WORDS, expects_value, identifiers, named, question_stems, states_value
 from kappi.retrieval.service import RetrievedChunk
@@ -555,9 +555,9 @@ def quoted_instead(
     ``over_a_decline``: the model said it does not know. A quote then takes its place only if it states a value
     when the question asks for one ("Sick leave rules." does not say how long sick leave is paid)."""
     pieces = extract_answer(question, passages)
-    if pieces[0] != FOUND:
+    if pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
         return None
-    if over_a_decline and expects_value(question) and not states_value(_CITED_NUMBERS.sub(" ", pieces[1])):
+    if over_a_decline and expects_value(question) and not states_value(_CITED_NUMBERS.sub(" ", "".join(pieces))):
         return None
     checked = Grounder(passages, question, attribute=False)
     text = checked.feed("".join(pieces)) + checked.finish()
