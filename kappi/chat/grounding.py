@@ -1,7 +1,6 @@
 """Answers that say only what their sources support: the relevance floor, citation checks and attribution.
 
-Small local models (Qwen2.5 0.5B/1.5B, SmolLM2) neither cite nor decline when told to, so the pipeline enforces
-both instead of asking:
+Small local models neither cite nor decline reliably when told to, so the pipeline enforces both instead of asking:
 
 - :func:`relevant` keeps only passages close enough to the question, before any model sees them: each passage's
   cosine similarity (``1 - distance``, whatever retrieval scored it with) must reach an absolute floor per
@@ -9,10 +8,16 @@ both instead of asking:
   called (calibrated on SciFact: ``bench/relevance_floor.py``).
 - :class:`Grounder` reads the model's output as it streams: a ``[n]`` naming no passage is removed (a marker
   split across tokens, ``[1`` then ``2]``, is held back until it is whole); with attribution on, each sentence is
-  held until it ends and then given the citation of the passage it rests on when it cites none (lexical overlap
-  of its own words with the passage's, :func:`support`; every number it states must stand in one sentence of
-  that passage with the claim's subject), and a sentence resting on no passage, or repeating the prompt, is
-  dropped. Decided on SmolLM2-135M's answers to PostgreSQL questions, which invent numbers and echo their rules.
+  held until it ends and judged by one method, whether it cites or not (:func:`support`). What it *claims*
+  (:class:`Claim`) is its exact tokens (numbers, names spelled like code, quoted names, command-line options)
+  and its own content words (those not merely echoing the question). A sentence claiming nothing new (a lead-in,
+  an empty list item, the question restated, "I don't know") is held and shown only before one that stands. A
+  claim stands on a passage when every exact token stands in it, and the *window* stating them (the paragraphs
+  from the one before the first to the last) holds at least :data:`SUPPORT_THRESHOLD` of its own words and
+  :data:`RELATION_THRESHOLD` of the question's key terms: a true number of another setting, stated far from what
+  the question asks about, answers nothing. A sentence resting on no passage, or repeating the prompt, is dropped;
+  one resting on another passage than it cites cites that one. Both thresholds were chosen on the answer bench's
+  dev split only (``bench/grounding_replay.py`` replays a model's saved answers over their passages).
 - The agent's instructions are confidential: a sentence repeating :data:`RUN_WORDS` of them in a row that no passage
   holds is withheld, cited or not, attributing or not (#26: a model asked for its instructions repeated them).
 - Nothing dropped leaves the grounder in words: only why (:data:`~kappi.chat.models.DropReason`), since a dropped
@@ -32,9 +37,17 @@ import msgspec
 
 from kappi.chat.models import DropReason
 from kappi.llm.base import Passage
-from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, analysed, extract_answer
+from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, extract_answer
 from kappi.llm.prompt import ANSWER_RULES
-from kappi.llm.words import STOP_WORDS, expects_value, identifiers, named, question_stems, states_value
+from kappi.llm.words import (
+    STOP_WORDS,
+    expects_value,
+    identifiers,
+    key_terms,
+    named,
+    question_stems,
+    states_value,
+)
 from kappi.retrieval.service import RetrievedChunk
 
 T = TypeVar("T")
@@ -53,12 +66,15 @@ share of the best BM25 score among the passages above the absolute floor (same m
 ABSOLUTE_FLOORS: Mapping[str, float] = {"all-MiniLM-L6-v2": 0.4}
 """Cosine floor per embedding model (``bench/relevance_floor.py`` on SciFact); models not listed have none."""
 SUPPORT_THRESHOLD = 0.5
-"""Share of a sentence's own content words that a passage must contain for the sentence to rest on it."""
+"""Share of a claim's own content words its supporting window must hold (dev split)."""
+RELATION_THRESHOLD = 0.5
+"""Share of the question's key terms the window supporting a claim must hold, its passage's labels counted (dev
+split): below it, the window says something true about something else."""
 RUN_WORDS = 8
 """A sentence sharing this many words in a row with the agent's instructions, in a run no passage it was given
 holds, repeats what the user may not read and is withheld. Eight, not fewer: a decline repeats seven of the default
 system prompt's ("the sources do not contain the answer"), and an answer may name the agent's subject as its prompt
-does ("the employee handbook of ACME"); a sentence shorter than eight words is not judged by this rule."""
+does; a sentence shorter than eight words is not judged by this rule."""
 
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 _PARTIAL_MARKER = re.compile(r"\[[\d,\s]{0,24}$")
@@ -90,9 +106,8 @@ def relevant(
     """The chunks that pass both floors, in retrieval's order.
 
     A chunk passes the absolute floor on its cosine, and the relative one on its cosine *or* on its keyword
-    evidence: hybrid retrieval finds passages whose words match the question better than their embedding does
-    (``port (integer): The TCP port the server listens on; 5432 by default``, cosine 0.40 against the best hit's
-    0.53, first in the keyword leg), and a floor on cosine alone dropped them.
+    evidence: hybrid retrieval finds passages whose words match the question better than their embedding does,
+    and a floor on cosine alone dropped them.
 
     Args:
         chunks: What retrieval found.
@@ -122,11 +137,10 @@ def _bm25(chunk: RetrievedChunk) -> float:
 def joined_neighbours(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
     """Chunks of one document that follow each other, joined into one passage at the first one's place.
 
-    A chunk boundary often cuts a section from its heading: ``ssl_cert_file (string)`` and its description end
-    one chunk, "The default is server.crt." opens the next. Both found, they read as one text again (the overlap
-    chunks share is kept once, by their character offsets). Only chunks of the same collection and document
-    are joined, so no passage gains text from anywhere its chunks did not come from; parent/child passages (whose
-    context is their parent) are left as they are.
+    A chunk boundary often cuts a section from its heading: a setting's name ends one chunk, its default opens the
+    next. Both found, they read as one text again (the overlap chunks share is kept once, by their character
+    offsets). Only chunks of the same collection and document are joined, so no passage gains text from anywhere
+    its chunks did not come from; parent/child passages (whose context is their parent) are left as they are.
     """
     runs: dict[tuple[str, str, str], list[int]] = {}
     for n, chunk in enumerate(chunks):
@@ -135,21 +149,23 @@ def joined_neighbours(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
             runs.setdefault((chunk.vector_provider, chunk.collection, chunk.document_id), []).append(n)
     joined: list[RetrievedChunk | None] = list(chunks)
     for members in runs.values():
-        if len(members) == 1:
-            continue  # alone from its document: left as it is
-        members.sort(key=lambda n: chunks[n].chunk_index or 0)
-        groups = [[members[0]]]
-        for n in members[1:]:
-            if (chunks[n].chunk_index or 0) == (chunks[groups[-1][-1]].chunk_index or 0) + 1:
-                groups[-1].append(n)
-            else:
-                groups.append([n])
-        for group in groups:
+        for group in _consecutive(sorted(members, key=lambda n: chunks[n].chunk_index or 0), chunks):
             if len(group) > 1:
                 for n in group:
                     joined[n] = None
                 joined[min(group)] = _joined([chunks[n] for n in group])
     return [chunk for chunk in joined if chunk is not None]
+
+
+def _consecutive(members: Sequence[int], chunks: Sequence[RetrievedChunk]) -> list[list[int]]:
+    """``members`` (sorted by chunk index) in runs of chunks that follow each other."""
+    groups: list[list[int]] = []
+    for n in members:
+        if groups and (chunks[n].chunk_index or 0) == (chunks[groups[-1][-1]].chunk_index or 0) + 1:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return groups
 
 
 def _source_span(chunk: RetrievedChunk) -> str:
@@ -162,8 +178,6 @@ def _source_span(chunk: RetrievedChunk) -> str:
 def _joined(run: Sequence[RetrievedChunk]) -> RetrievedChunk:
     """The run's texts as one: the first whole (its headings name the section), each next one's source span
     from where the text so far ends (the overlap once, no heading repeated)."""
-    if len(run) == 1:
-        return run[0]
     text, end = run[0].text, run[0].char_end or 0
     for chunk in run[1:]:
         start, body = chunk.char_start or 0, _source_span(chunk)
@@ -185,38 +199,13 @@ def _joined(run: Sequence[RetrievedChunk]) -> RetrievedChunk:
     )
 
 
-_FRAMING_TEXT = "accord bas base context information provid document source passage mention"
+# What a sentence claims
+
+_FRAMING_TEXT = "accord bas base context information provid document source passage mention answer yes"
 _FRAMING = frozenset(_FRAMING_TEXT.split())
-"""Stems of how small models frame an answer ("According to the information provided in the context, ..."):
-they say where a claim comes from, not what it is, so they are no evidence either way."""
-
-
-_ATTRIBUTION = re.compile(
-    r"^\W*(?:according to|based on|as (?:stated|described|mentioned|explained) in)\b[^,]{0,120},\s*", re.I
-)
-"""A sentence's opening that says where its claim comes from ("According to the PostgreSQL 15 manual, ..."): it
-claims nothing, and its numbers (the manual's version) are no claim a passage must state."""
-
-
-def _claim(sentence: str) -> str:
-    """The sentence without its attribution (:data:`_ATTRIBUTION`)."""
-    return _ATTRIBUTION.sub("", sentence, count=1)
-
-
-def _content_stems(text: str) -> list[str]:
-    """The stems of a text's words that are not stop words or framing, numbers (and number words) left out
-    (:func:`_numbers` has them)."""
-    return [
-        s
-        for s in question_stems(text)
-        if s not in STOP_WORDS and s not in _FRAMING and not s.isdigit() and s not in _NUMBER_WORDS
-    ]
-
-
+"""Stems of how models frame an answer ("According to the information provided, ...", "The answer is"): they say
+where a claim comes from or that one follows, not what it is, so they are no evidence either way."""
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
-_PASSAGE_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
 _NUMBER_WORDS_TEXT = """
     zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
     eighteen nineteen twenty
@@ -224,108 +213,117 @@ _NUMBER_WORDS_TEXT = """
 _NUMBER_WORDS = {word: str(n) for n, word in enumerate(_NUMBER_WORDS_TEXT.split()) if word != "_"}
 """Number words read as their digits; not "one", which is a pronoun as often ("any one time")."""
 _NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_NUMBER_WORDS)})\b", re.IGNORECASE)
+_ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+|^\s*\d{1,2}[.)]\s*$|(?<=:)\s*\d{1,2}[.)]\s*$")
+"""A list item's bullet or number at a sentence's start, a lone item number, or one after a lead-in ("steps: 1.")."""
+_QUOTED = re.compile(r"[\"\u201c`]([^\"\u201c\u201d`\n]{2,60})[\"\u201d`]|(?<!\w)'([^'\n]{2,60})'(?!\w)")
+_OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_STRAIGHT = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_MAX_SPANS = 64
+"""Combinations of paragraphs tried for a claim's exact tokens (a few tokens, a few paragraphs each)."""
 
 
 def _numbers(text: str) -> set[str]:
-    """The numbers a text states ("5432", "0.5", "25", "three" as "3"), citation markers and list numbering left
-    out: a model that writes "3" for a manual's "The default is three." states what the manual does."""
-    text = _CITED_NUMBERS.sub(" ", text)
-    text = re.sub(r"^\s*\d+[.)]\s", " ", text)
-    text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], text)
+    """The numbers a text states ("5432", "0.5", "three" as "3"), citation markers left out."""
+    text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], _CITED_NUMBERS.sub(" ", text))
     return {n.rstrip(".,") for n in _NUMBER.findall(text)}
 
 
-def _passage_words(text: str) -> str:
+def _words(text: str) -> str:
+    """The text's words, lowercased, each after a space: a stem is found as ``" " + stem``."""
     return " " + " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _states_numbers(passage: str, numbers: set[str], stems: Sequence[str]) -> bool:
-    """Whether the passage states each of these numbers in a sentence with one of the claim's words, and most of
-    the claim's words stand in those sentences and the two before the first, or in their section under a heading:
-    a number found elsewhere in a passage full of numbers is no evidence (small models invent "0" and "25"), but a
-    manual states a setting's default sentences below its name (``bgwriter_delay (integer)`` ... "The default is
-    200 milliseconds"), and an answer's sentence may join two facts the passage states in two ("25 vacation days
-    per year, and a note after three days of sick leave")."""
-    sentences = [s for s in _PASSAGE_SENTENCES.split(passage) if s.strip()]
-    words = [_passage_words(sentence) for sentence in sentences]
-    stating = [
-        [at for at, sentence in enumerate(sentences) if number in _numbers(sentence) and _holds_any(words[at], stems)]
-        for number in numbers
+def _content_stems(text: str) -> list[str]:
+    """The stems of a text's words that are not stop words or framing, numbers (and number words) left out."""
+    return [
+        s
+        for s in question_stems(text)
+        if s not in STOP_WORDS and s not in _FRAMING and not s.isdigit() and s not in _NUMBER_WORDS
     ]
-    if all(stating):
-        for chosen in itertools.islice(itertools.product(*stating), _MAX_NUMBER_SPANS):
-            window = "".join(words[max(0, min(chosen) - 2) : max(chosen) + 1])
-            if _holds_most(window, stems):
-                return True
-    for section in analysed(passage).sections:
-        if section.heading is None:
-            continue
-        scope = section.heading_words + "".join(t.words for t in section.sentences)
-        if not _holds_most(scope, stems):
-            continue
-        if all(
-            any(number in _numbers(t.text) and _holds_any(t.words, stems) for t in section.sentences)
-            for number in numbers
-        ):
-            return True
-    return False
 
 
-_MAX_NUMBER_SPANS = 64
-"""Combinations of stating sentences tried for an answer sentence's numbers (a few numbers, a few sentences each)."""
+def _exact(text: str) -> set[tuple[str, str]]:
+    """What must stand in a passage word for word: numbers, names spelled like code, quoted names, options."""
+    quoted = {(m.group(1) or m.group(2)).strip().lower() for m in _QUOTED.finditer(text)}
+    return (
+        {("number", n) for n in _numbers(text)}
+        | {("name", n) for n in identifiers(text)}
+        | {("text", q) for q in quoted if q}
+        | {("text", o.lower()) for o in _OPTION.findall(text)}
+    )
 
 
-def _holds_any(words: str, stems: Sequence[str]) -> bool:
-    return any(f" {s}" in words for s in stems)
+@dataclass(frozen=True)
+class Claim:
+    """What a sentence states: its content stems (``own``: those the question does not hold) and exact tokens."""
+
+    about: tuple[str, ...]
+    own: tuple[str, ...]
+    exact: frozenset[tuple[str, str]]
+    new: bool
+    """Whether it says anything the question does not: a lead-in, an empty item or the question restated do not."""
 
 
-def _holds_most(words: str, stems: Sequence[str]) -> bool:
-    return sum(f" {s}" in words for s in stems) * 2 > len(stems)
-
-
-def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[int | None, float]:
-    """The passage a sentence rests on and how well, from 0 to 1: the share of its own content words (those not
-    merely echoing the question) that the passage contains, and 0 unless one sentence of the passage states
-    each number the sentence states and the passage names each name it spells like code (``sqlite3.connect``).
-    ``(None, 0.0)`` when no passage has any of it.
-
-    A sentence that only restates the question's words is judged on those words instead.
-    """
-    claimed = _claim(sentence)
-    stems = _content_stems(claimed)
-    numbers = _numbers(claimed)
+def claim_of(sentence: str, question: str) -> Claim:
+    """The claim of one sentence of an answer to ``question``."""
+    text = _ITEM.sub(" ", _CITED_NUMBERS.sub(" ", sentence).translate(_STRAIGHT)).strip()
     asked = set(question_stems(question))
-    own = [s for s in stems if s not in asked] or stems
-    if not own and not numbers:
-        return None, 0.0
-    claim = list(stems or [s for s in asked if not s.isdigit()])
-    if numbers:  # "The default is three." states a number about what the question names, not about anything
-        claim += [s for name in identifiers(question) for s in question_stems(name) if s not in claim]
-    spelled = identifiers(claimed)
-    best: tuple[int | None, float] = (None, 0.0)
-    for passage in passages:
-        if numbers and not _states_numbers(passage.text, numbers, claim):
-            continue
-        names = named(names_in(spelled, passage)) if spelled else []
-        if names and not _names_stand(names, passage, passages):
-            continue  # "The default idle_in_transaction_session_timeout is ..." rests on no passage without it
-        words = _passage_words(passage.text)
-        share = sum(f" {s}" in words for s in own) / len(own) if own else 1.0
-        if share > best[1]:
-            best = (passage.citation, share)
-    return best
+    about = tuple(_content_stems(text))
+    own = tuple(s for s in about if s not in asked)
+    exact = frozenset(_exact(text))
+    new = bool(own or exact - _exact(question)) and not text.endswith(":")
+    return Claim(about or tuple(key_terms(question)), own, exact, new)
+
+
+@dataclass(frozen=True)
+class _Text:
+    """A sentence of a passage (or its labels) as claims are checked against it."""
+
+    lower: str
+    words: str
+    numbers: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> _Text:
+        lower = text.translate(_STRAIGHT).lower()
+        return cls(lower, _words(lower), frozenset(_numbers(lower)))
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A passage read once: its paragraphs' sentences, and its labels (document, collection, instruction), which
+    name the source every paragraph comes from (a manual's version, the module of a dotted name)."""
+
+    passage: Passage
+    paragraphs: tuple[tuple[_Text, ...], ...]
+    labels: _Text
+
+    @classmethod
+    def of(cls, passage: Passage) -> _Read:
+        names = f"{passage.document_name or ''} {passage.collection} {passage.instruction or ''}"
+        paragraphs = tuple(
+            tuple(_Text.of(t) for t in _SENTENCES.split(p) if t.strip()) for p in _PARAGRAPH.split(passage.text)
+        )
+        return cls(passage, tuple(p for p in paragraphs if p), _Text.of(re.sub(r"[\W_]+", " ", names)))
+
+
+def _stands(token: tuple[str, str], text: _Text, passage: Passage) -> bool:
+    kind, value = token
+    if kind == "number":
+        return value in text.numbers
+    if kind == "name":
+        return any(p.search(text.lower) for p in named(names_in([value], passage)))
+    return value in text.lower
 
 
 def names_in(names: Sequence[str], passage: Passage) -> list[str]:
     """The names as the passage would spell them: a dotted name's leading parts that are its document's or
-    collection's own name left off (``zlib.compress`` in zlib's manual is ``compress()`` there), and a name its
-    document's name holds (``spec.html`` in ``shared-mime-info-spec.html``) left out: it names the source."""
-    document = (passage.document_name or "").lower()
-    source = " " + _NOT_WORD.sub(" ", f"{document} {passage.collection.lower()}") + " "
+    collection's own name left off (a module's function in that module's manual goes by its short name)."""
+    source = " " + re.sub(r"[\W_]+", " ", f"{passage.document_name or ''} {passage.collection}".lower()) + " "
     local = []
     for name in names:
-        if name in document:
-            continue
         parts = name.split(".")
         while len(parts) > 1 and f" {parts[0]} " in source:
             parts = parts[1:]
@@ -333,19 +331,59 @@ def names_in(names: Sequence[str], passage: Passage) -> list[str]:
     return local
 
 
-_NOT_WORD = re.compile(r"[^\w]+")
+def _share(stems: Sequence[str], words: str) -> float:
+    return sum(f" {s}" in words for s in stems) / len(stems) if stems else 1.0
 
 
-def _names_stand(names: Sequence[re.Pattern[str]], passage: Passage, passages: Sequence[Passage]) -> bool:
-    """Whether the passage names every one of ``names``; or, when it starts below a heading a chunk boundary cut
-    off, its document's passages do (the name is in that heading)."""
-    if all(name.search(passage.text.lower()) for name in names):
-        return True
-    sections = analysed(passage.text).sections
-    if not sections or sections[0].heading is not None:
-        return False
-    document = " ".join(p.text.lower() for p in passages if p.document_id == passage.document_id)
-    return all(name.search(document) for name in names)
+def _stating(token: tuple[str, str], claim: Claim, read: _Read) -> list[int]:
+    """The paragraphs with a sentence that states the token and speaks of what the claim does (a number in a
+    sentence about something else is no evidence)."""
+    return [
+        n
+        for n, sentences in enumerate(read.paragraphs)
+        if any(_stands(token, t, read.passage) and _share(claim.about, t.words) > 0 for t in sentences)
+    ]
+
+
+def _windows(claim: Claim, read: _Read) -> Iterable[str]:
+    """The words of each window of the passage that states every exact token of the claim (none when one
+    stands nowhere in it): the paragraphs from the one before the first stating one (a setting's name above
+    its description) to the last; the whole passage when its labels hold every exact token."""
+    places = []
+    for token in claim.exact:
+        if not _stands(token, read.labels, read.passage):
+            places.append(_stating(token, claim, read))
+    words = ["".join(t.words for t in sentences) for sentences in read.paragraphs]
+    for chosen in itertools.islice(itertools.product(*places), _MAX_SPANS):
+        span = words[max(min(chosen) - 1, 0) : max(chosen) + 1] if chosen else words
+        yield "".join(span) + read.labels.words
+
+
+def _scored(claim: Claim, terms: Sequence[str], read: _Read) -> tuple[float, float]:
+    """The best window's share of the claim's own stems and of the question's key terms (0, 0 without one)."""
+    return max(((_share(claim.own, w), _share(terms, w)) for w in _windows(claim, read)), default=(0.0, 0.0))
+
+
+def support(
+    sentence: str,
+    question: str,
+    passages: Sequence[Passage],
+    *,
+    relation: float = RELATION_THRESHOLD,
+) -> tuple[int | None, float]:
+    """The passage a sentence rests on and how well, from 0 to 1: the share of its own content words the best
+    window stating its exact tokens holds, among passages whose window relates to the question (``relation`` of
+    its key terms). ``(None, 0.0)`` when no passage states its exact tokens so."""
+    return _supported(claim_of(sentence, question), key_terms(question), [_Read.of(p) for p in passages], relation)
+
+
+def _supported(claim: Claim, terms: Sequence[str], reads: Sequence[_Read], relation: float) -> tuple[int | None, float]:
+    best: tuple[int | None, float] = (None, 0.0)
+    for read in reads:
+        share, related = _scored(claim, terms, read)
+        if related >= relation and share > best[1]:
+            best = (read.passage.citation, share)
+    return best
 
 
 def _bare(text: str) -> str:
@@ -364,21 +402,6 @@ def echoes(sentence: str, prompt: str) -> bool:
     return bare.startswith("question ") or (len(bare.split()) >= 5 and bare in _bare(prompt))
 
 
-_ASKS_WHICH = re.compile(r"^\W*(?:which|what|who|whom|whose|where|when|how|why)\b", re.IGNORECASE)
-
-
-def restates(sentence: str, question: str) -> bool:
-    """Whether the sentence only restates a question that asks which, what, how ...: no word or number of its
-    claim is new ("The pg_hba.conf address keyword matches any of the server's own IP addresses [1]." asked which
-    keyword does). It claims nothing, cited or not. A yes/no question's answer may restate it, so those are not
-    judged."""
-    if _ASKS_WHICH.match(question) is None:
-        return False
-    claimed = _CITED_NUMBERS.sub(" ", _claim(sentence))
-    asked = set(question_stems(question))
-    return not any(s not in asked for s in _content_stems(claimed)) and _numbers(claimed) <= _numbers(question)
-
-
 def declines(sentence: str) -> bool:
     """Whether the sentence says the sources do not answer (kept without a citation: it claims nothing)."""
     return bool(_DECLINING.search(sentence))
@@ -391,8 +414,9 @@ class Grounder:
     Args:
         passages: What the model was given, numbered as it was told to cite them.
         question: The user's question (a sentence's words that only echo it are no evidence).
-        attribute: Hold each sentence until it ends, cite the passage it rests on when it cites none, and drop
-            it when it rests on none. Off for the extractive provider, whose every line is a cited quotation.
+        attribute: Hold each sentence until it ends, judge what it claims against the passages, cite the one it
+            rests on, and drop it when it rests on none. Off for the extractive provider, whose every line is a
+            cited quotation.
         instructions: What the model was told that the user may not read (the agent's system prompt, context
             template and collections' instructions): a sentence repeating :data:`RUN_WORDS` of its words in a row
             that no passage holds is withheld. With it, sentences are held until they end even unattributed (an
@@ -404,6 +428,7 @@ class Grounder:
     attribute: bool = True
     instructions: str = field(default="", repr=False)  # confidential: in no repr that may reach a log
     threshold: float = SUPPORT_THRESHOLD
+    relation: float = RELATION_THRESHOLD
     boilerplate: str = ANSWER_RULES
     """The prompt's own answering rules: a sentence repeating them, or the question, is dropped (small models echo
     their prompt)."""
@@ -415,13 +440,14 @@ class Grounder:
     kept_sentences: int = 0
     _pending: str = ""
     _held: str = ""
-    """What claims nothing (the model saying it does not know, a lead-in such as "The answer is:", the question
+    """What claims nothing (the model saying it does not know, a lead-in, an empty list item, the question
     restated), held while nothing else of the answer stands: when nothing does, a quote of a passage that answers
     may take its place."""
     _held_declines: bool = False
 
     def __post_init__(self) -> None:
-        self._numbers = {p.citation for p in self.passages}
+        self._reads = {p.citation: _Read.of(p) for p in self.passages} if self.attribute else {}
+        self._terms = key_terms(self.question)
         confidential = runs(self.instructions) if self.instructions else set()
         for passage in self.passages if confidential else ():
             confidential -= runs(passage.text)  # what a passage says, its reader may read: no secret
@@ -442,13 +468,12 @@ class Grounder:
         if self.only_declined:
             return out + self._held
         if self.rested_on_nothing:
-            self.cited.clear()  # only what was held, and not shown, had cited anything
             return out + UNSUPPORTED_ONLY
         return out
 
     @property
     def rested_on_nothing(self) -> bool:
-        """Every sentence the model wrote was dropped or a lead-in to nothing: nothing of its answer was shown."""
+        """Every sentence the model wrote was dropped or claimed nothing: nothing of its answer was shown."""
         nothing = self._by_sentence and self.kept_sentences == 0 and not self._held_declines
         return nothing and bool(self.dropped or self._held)
 
@@ -461,27 +486,33 @@ class Grounder:
         """The pending text with its markers checked, minus a trailing marker still being written."""
         text = self._pending
         hold = "" if final else _held_tail(text)
-        ready = text[: len(text) - len(hold)]
         self._pending = hold
-        return self._check_markers(ready)
+        checked, valid = self._check_markers(text[: len(text) - len(hold)])
+        self._cite(valid)
+        return checked
 
-    def _check_markers(self, text: str) -> str:
-        """``text`` with every marker checked: numbers of no passage removed, the rest recorded as cited."""
+    def _check_markers(self, text: str) -> tuple[str, list[int]]:
+        """``text`` with the numbers of no passage removed from its markers, and the valid numbers it cites."""
         pieces: list[str] = []
+        cited: list[int] = []
         at = 0
         for match in _MARKER.finditer(text):
             before = text[at : match.start()]
             valid = [int(n) for n in re.split(r"\s*,\s*", match.group(1)) if int(n) in self._numbers]
             if valid:
                 pieces.append(before + "".join(f"[{n}]" for n in valid))
-                self._cite(valid)
+                cited += valid
             else:
                 after = text[match.end() : match.end() + 1]
                 closes = not after or after in _PUNCTUATION_AFTER or after.isspace()  # no space left doubled
                 pieces.append(before.rstrip(" ") if closes else before)
             at = match.end()
         pieces.append(text[at:])
-        return "".join(pieces)
+        return "".join(pieces), cited
+
+    @property
+    def _numbers(self) -> set[int]:
+        return {p.citation for p in self.passages}
 
     def _cite(self, numbers: Iterable[int]) -> None:
         for n in numbers:
@@ -502,45 +533,60 @@ class Grounder:
 
     def _screened(self, sentence: str, gap: str) -> str:
         """One whole sentence, withheld if it repeats the instructions, else grounded (unattributed: its markers
-        checked). The instructions come first and whatever else the sentence does: a model citing ``[1]`` or
-        resting loosely on a passage ("Employees get 25 days, and the Orion reorganisation will close ...") may
-        still be repeating its confidential prompt."""
+        checked). The instructions come first and whatever else the sentence does: a sentence citing a passage or
+        resting on one may still be repeating the confidential prompt."""
         if not self._confidential.isdisjoint(runs(sentence)):
             self.dropped.append("no_source")  # the instructions are no source the user may read
             return ""
         if self.attribute:
             return self._grounded(sentence, gap)
-        checked = self._check_markers(sentence)
+        checked, valid = self._check_markers(sentence)
+        self._cite(valid)
         self.kept_sentences += bool(checked.strip())
         return checked + gap
 
     def _grounded(self, sentence: str, gap: str) -> str:
-        """One whole sentence: markers checked; cited from its support when it cites nothing; or dropped."""
+        """One whole sentence: held when it claims nothing, kept citing the passage its claim rests on, or
+        dropped."""
         if (self.boilerplate and echoes(sentence, self.boilerplate)) or echoes(sentence, self.question):
             self.dropped.append("repeats_prompt")
             return ""
-        checked = self._check_markers(sentence)
+        checked, valid = self._check_markers(sentence)
         if not checked.strip():
             return gap if checked or gap.count("\n") else ""
-        claims_nothing = declines(checked) or _is_structural(checked) or restates(checked, self.question)
-        if self.kept_sentences == 0 and claims_nothing:
-            self._held += checked + gap
-            self._held_declines = self._held_declines or declines(checked)
-            return ""
-        if _CITED_NUMBERS.search(checked) or declines(checked) or _is_structural(checked):
-            return self._kept(checked + gap)
-        citation, share = support(checked, self.question, self.passages)
-        if citation is None or share < self.threshold:
+        claim = claim_of(checked, self.question)
+        if declines(checked) or not claim.new:
+            return self._claims_nothing(checked + gap, valid, declining=declines(checked))
+        citation = self._resting_on(claim, valid)
+        if citation is None:
             self.dropped.append("no_source")
             return ""
+        if citation not in valid:
+            checked = _MARKER.sub("", checked).rstrip()
+            checked = f"{checked} [{citation}]{sentence[len(sentence.rstrip()) :]}"
         self._cite([citation])
-        stripped = checked.rstrip()
-        return self._kept(f"{stripped} [{citation}]{checked[len(stripped) :]}{gap}")
+        return self._kept(checked + gap)
+
+    def _claims_nothing(self, text: str, valid: list[int], *, declining: bool) -> str:
+        """A sentence that claims nothing: held while nothing stands, shown as written (uncited) after."""
+        if self.kept_sentences == 0:
+            self._held += text
+            self._held_declines = self._held_declines or declining
+            return ""
+        return _MARKER.sub("", text) if valid else text
+
+    def _resting_on(self, claim: Claim, cited: Sequence[int]) -> int | None:
+        """The passage the claim rests on: one it cites if any does, else the best other one."""
+        for chosen in ([self._reads[n] for n in cited], list(self._reads.values())):
+            citation, share = _supported(claim, self._terms, chosen, self.relation)
+            if citation is not None and share >= self.threshold:
+                return citation
+        return None
 
     def _kept(self, text: str) -> str:
         """A sentence that stands, after what was held before it ("I don't know exactly. It is ...")."""
         self.kept_sentences += 1
-        out, self._held, self._held_declines = self._held + text, "", False
+        out, self._held, self._held_declines = _MARKER.sub("", self._held) + text, "", False
         return out
 
 
@@ -549,11 +595,11 @@ def quoted_instead(
 ) -> tuple[str, list[int]] | None:
     """The extractive quote of the section that answers, and the citations it carries, for an answer whose every
     sentence rested on no passage; ``None`` when no section answers either (the answer then says
-    :data:`UNSUPPORTED_ONLY`). A small model misreads a passage that does answer ("The signal ... is [1]."); a
-    quote of it, cited, serves the reader better than nothing.
+    :data:`UNSUPPORTED_ONLY`). A small model misreads a passage that does answer; a quote of it, cited, serves
+    the reader better than nothing.
 
     ``over_a_decline``: the model said it does not know. A quote then takes its place only if it states a value
-    when the question asks for one ("Sick leave rules." does not say how long sick leave is paid)."""
+    when the question asks for one (a section may hold the question's terms and still not say how much)."""
     pieces = extract_answer(question, passages)
     if pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
         return None
@@ -562,12 +608,6 @@ def quoted_instead(
     checked = Grounder(passages, question, attribute=False)
     text = checked.feed("".join(pieces)) + checked.finish()
     return text, checked.cited
-
-
-def _is_structural(sentence: str) -> bool:
-    """A heading or list lead-in ("Here are the steps:") claims nothing by itself."""
-    text = sentence.strip()
-    return text.endswith(":") or len(_content_stems(text)) == 0
 
 
 def _held_tail(text: str) -> str:

@@ -15,11 +15,11 @@ from kappi.chat.followups import condensed_question, refers_back
 from kappi.chat.grounding import (
     UNSUPPORTED_ONLY,
     Grounder,
+    claim_of,
     declines,
     joined_neighbours,
     quoted_instead,
     relevant,
-    restates,
     split_citations,
     support,
 )
@@ -219,7 +219,7 @@ def test_a_sentence_resting_on_no_passage_is_dropped() -> None:
 
 
 def test_a_citation_after_the_full_stop_stays_with_its_sentence() -> None:
-    grounder = Grounder(PASSAGES, QUESTION)
+    grounder = Grounder(PASSAGES, "How often are laptops replaced and passwords rotated?")
     assert run(grounder, ["Laptops last three years.", " [", "1] Passwords", " rotate every quarter."]) == (
         "Laptops last three years. [1] Passwords rotate every quarter. [1]"
     )
@@ -269,7 +269,7 @@ def test_a_sentence_repeating_the_agents_instructions_is_withheld_even_cited_or_
     tokens = [SECRET_CITED, SECRET_LOOSELY_SUPPORTED, "Unused days expire in March."]
     unscreened = Grounder(PASSAGES, QUESTION)
     shown = run(unscreened, tokens)
-    assert shown.count("Tampere office") == 2  # both pass attribution on their own: the instructions withhold them
+    assert shown.count("Tampere office") == 1  # resting loosely on a passage: only the instructions withhold it
     screened = Grounder(PASSAGES, QUESTION, instructions=CONFIDENTIAL)
     assert run(screened, tokens) == "Unused days expire in March. [2]"
     assert screened.dropped == ["no_source", "no_source"]
@@ -448,9 +448,10 @@ def test_a_sentence_joining_two_numbers_the_passage_states_in_two_sentences_rest
     both "25" and "three"."""
     handbook = passage(1, "Employees get 25 vacation days per year. Sick leave needs a doctor's note after three days.")
     answer = "The handbook says employees get 25 vacation days per year, and sick leave needs a note after three days."
-    assert support(answer, "What do the leave rules say?", [handbook])[0] == 1
+    question = "How many vacation days do employees get, and when does sick leave need a note?"
+    assert support(answer, question, [handbook])[0] == 1
     invented = "Employees get 25 vacation days per year, and sick leave needs a note after five days."
-    assert support(invented, "What do the leave rules say?", [handbook])[0] is None
+    assert support(invented, question, [handbook])[0] is None
 
 
 def test_the_question_repeated_back_is_dropped_even_with_a_citation() -> None:
@@ -559,12 +560,11 @@ def test_a_lone_i_do_not_know_is_held_to_the_end_so_a_quote_can_stand_in_for_it(
 
 
 def test_a_quote_takes_a_declines_place_only_if_it_states_the_value_asked_for() -> None:
-    """The model that said it does not know may be right: "Sick leave rules." holds the question's terms but does
-    not say how long; over a decline it is no answer, over an answer resting on nothing it is still quoted."""
-    sick_leave = [passage(1, "Sick leave rules.")]
-    question = "How long is sick leave paid?"
-    assert quoted_instead(question, sick_leave) is not None
-    assert quoted_instead(question, sick_leave, over_a_decline=True) is None
+    """The model that said it does not know may be right: a section holding the question's terms need not say how
+    many; over a decline it is no answer, over an answer resting on nothing it is still quoted."""
+    no_figure = [passage(1, "Every employee receives paid holiday each calendar year.")]
+    assert quoted_instead(QUESTION, no_figure) is not None
+    assert quoted_instead(QUESTION, no_figure, over_a_decline=True) is None
     quoted = quoted_instead(QUESTION, PASSAGES, over_a_decline=True)
     assert quoted is not None
     assert "25 days of paid holiday" in quoted[0]
@@ -591,10 +591,9 @@ def test_a_sentence_that_only_restates_a_which_question_claims_nothing_even_cite
     nothing). A yes/no question's answer may restate it, and a sentence adding a word or a number does not."""
     question = "Which pg_hba.conf address keyword matches any of the server's own IP addresses?"
     said = "The pg_hba.conf address keyword matches any of the server's own IP addresses. [1]"
-    assert restates(said, question)
-    assert not restates("The samehost keyword matches any of the server's own IP addresses. [1]", question)
-    assert not restates("Employees get 25 days of paid holiday.", "How many days of paid holiday do employees get?")
-    assert not restates("Yes, employees get paid holiday.", "Do employees get paid holiday?")
+    assert not claim_of(said, question).new
+    assert claim_of("The samehost keyword matches any of the server's own IP addresses. [1]", question).new
+    assert claim_of("Employees get 25 days of paid holiday.", "How many days of paid holiday do employees get?").new
     grounder = Grounder(PASSAGES, "Which days do employees get paid holiday for?")
     assert run(grounder, ["Employees get paid holiday days. [2]"]) == UNSUPPORTED_ONLY
     assert grounder.rested_on_nothing
