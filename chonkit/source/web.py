@@ -19,10 +19,9 @@ that answers questions, and is bounded by what the listing can use (:data:`MAX_S
 A 404 or 410 page is left out (gone: a sync removes it); other pages that cannot be taken are skipped, which a
 sync keeps as they were, since the failure may pass.
 
-Pages keep their visible text only: HTML loses scripts, styles, comments, attributes and the page's chrome
-(``nav``, ``aside``, the page's own ``header`` and ``footer``, and their ARIA roles) before chonkit's HTML
-parser, which drops hidden elements itself. The same page fetched twice is then the same bytes, so its content
-hash changes only when what a reader sees changes.
+Pages keep their visible text only: HTML loses scripts, styles, comments, attributes and the page's chrome,
+found by the cleaner uploads go through too (:mod:`~chonkit.document.parsing.html_clean`). The same page fetched
+twice is then the same bytes, so its content hash changes only when what a reader sees changes.
 
 Errors: a source that cannot be listed at all raises (``InvalidInput`` ``web_address_forbidden`` for its own URL
 refused, ``Unavailable`` ``web_fetch_failed`` when its start page or sitemap cannot be fetched), so a sync never
@@ -49,8 +48,9 @@ from urllib.robotparser import RobotFileParser
 import httpx
 import msgspec
 from lxml import etree  # type: ignore[import-untyped]  # lxml ships no type information
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborHTMLParser
 
+from chonkit.document.parsing import html_clean
 from chonkit.document.parsing.textcodec import decode_text
 from chonkit.source.items import SkippedItem, SourceItem
 from common.errors import InvalidInput, Unavailable
@@ -118,15 +118,7 @@ _INFLATE_STEP = 1024 * 1024
 _CHARSET = re.compile(r"charset\s*=\s*([^;\s]+)", re.IGNORECASE)
 _GONE = frozenset({404, 410})
 """A linked or listed page answering these is not there: it is left out, so a sync removes what it had."""
-_CHROME = "nav, aside, [role=navigation], [role=banner], [role=contentinfo], [role=complementary], [role=search]"
-_NOT_TEXT = "script, style, noscript, template, iframe, object, embed, svg, canvas, dialog, button, select, textarea"
-# not ``form``: ASP.NET pages hold their whole body in one
-_HIDDEN = (
-    '[hidden], [aria-hidden=true], [style*="display:none" i], [style*="display: none" i], '
-    '[style*="visibility:hidden" i], [style*="visibility: hidden" i]'
-)
-_SECTIONS = frozenset({"article", "aside", "main", "nav", "section"})
-"""A ``header`` or ``footer`` inside one of these belongs to it (an article's byline), not to the page's chrome."""
+_NOT_TEXT = "script, style, noscript, template"
 _NAME_BYTES = 255
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _IETF_PROTOCOL = ipaddress.IPv4Network("192.0.0.0/24")
@@ -856,40 +848,20 @@ def _to_item_and_links(page: _Page, follow: bool) -> tuple[SourceItem | SkippedI
 
 
 def visible_html(tree: LexborHTMLParser, title: str) -> bytes:
-    """The page reduced to what a reader sees of its content: no chrome, scripts, comments or attributes."""
-    body = tree.body
-    if body is None:
+    """The page reduced to what a reader sees of its content: what the HTML parser's own cleaner
+    (:mod:`~chonkit.document.parsing.html_clean`) keeps, without scripts, comments or attributes."""
+    root, left_out = html_clean.readable(tree)
+    if root is None:
         return b""
-    dropped = [*tree.css(_CHROME), *tree.css(_NOT_TEXT), *tree.css(_HIDDEN)]
-    dropped += [node for node in tree.css("header, footer") if not _inside_section(node)]
-    dropped += [node for node in body.traverse(include_text=True) if node.tag == "-comment"]
-    _decompose_outermost(dropped)
-    for node in body.traverse():
+    left_out += tree.css(_NOT_TEXT)
+    left_out += [node for node in root.traverse(include_text=True) if node.tag == "-comment"]
+    html_clean.remove(left_out)
+    for node in root.traverse():
         for name in list(node.attrs.keys()):
             del node.attrs[name]
+    content = root.html if root.tag == "body" else f"<body>{root.html}</body>"
     head = f"<title>{_escape(title)}</title>" if title else ""
-    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8">{head}</head>{body.html}</html>\n'.encode()
-
-
-def _decompose_outermost(nodes: list[LexborNode]) -> None:
-    """Remove ``nodes`` from the tree; only the outermost of nested ones, as removing a node frees its subtree."""
-    ids = {node.mem_id for node in nodes}
-    for node in nodes:
-        parent = node.parent
-        while parent is not None and parent.mem_id not in ids:
-            parent = parent.parent
-        if parent is None:
-            ids.discard(node.mem_id)  # a duplicate match (two selectors) is removed once
-            node.decompose()
-
-
-def _inside_section(node: LexborNode) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent.tag in _SECTIONS:
-            return True
-        parent = parent.parent
-    return False
+    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8">{head}</head>{content}</html>\n'.encode()
 
 
 def _title(tree: LexborHTMLParser) -> str:

@@ -18,6 +18,7 @@ import re
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from chonkit.document.parsing.blocks import BlockBuilder
+from chonkit.document.parsing.html_clean import left_out_ids
 from chonkit.document.parsing.textcodec import decode_text
 
 MAX_NESTING = 512
@@ -29,10 +30,6 @@ _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "
 _OPTIONAL_END = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot", "option", "caption"})
 _NOT_NESTING = _VOID | _OPTIONAL_END | {"html", "head", "body", "colgroup", "optgroup", "rb", "rt", "rp", "track"}
 _SKIPPED = frozenset({"script", "style", "noscript", "template", "head", "-comment", "!doctype"})
-_HIDDEN = (
-    '[hidden], [style*="display:none" i], [style*="display: none" i], '
-    '[style*="visibility:hidden" i], [style*="visibility: hidden" i]'
-)
 _SECTIONING = frozenset({"article", "aside", "body", "footer", "header", "main", "nav", "section"})
 _GROUPING = frozenset(
     {"address", "blockquote", "center", "details", "dialog", "div", "fieldset", "figcaption", "figure"}
@@ -48,13 +45,12 @@ _LINE_BREAK = "\x00"
 
 
 def parse_html(data: bytes, builder: BlockBuilder) -> None:
-    """Add headings, paragraphs, lists, tables and ``<pre>`` blocks of the visible text."""
+    """Add headings, paragraphs, lists, tables and ``<pre>`` blocks of the page's content (what
+    :mod:`~chonkit.document.parsing.html_clean` does not leave out)."""
     tree = LexborHTMLParser(cap_nesting(decode_text(data)))
-    root = tree.body
-    if root is None:
-        return
-    hidden = {node.mem_id for node in tree.css(_HIDDEN)}
-    _HtmlBlocks(builder, hidden).walk(root)
+    root, left_out = left_out_ids(tree)
+    if root is not None:
+        _HtmlBlocks(builder, left_out).walk(root)
 
 
 def cap_nesting(html: str) -> str:

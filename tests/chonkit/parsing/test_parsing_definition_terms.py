@@ -51,9 +51,7 @@ def test_terms_head_their_definitions_one_level_below_the_section() -> None:
     consumption, memory = "20.4. Resource Consumption", "20.4.1. Memory"
     assert _outline(doc) == [
         ("heading", consumption, (consumption,)),
-        # A term made of links only is a table of contents' entry: no heading.
-        ("paragraph", "20.4.1. Memory", (consumption,)),
-        ("paragraph", "20.4.2. Disk", (consumption,)),
+        # The table of contents is all links: navigation, left out (html_clean).
         ("heading", memory, (consumption, memory)),
         ("heading", "shared_buffers (integer)", (consumption, memory, "shared_buffers (integer)")),
         ("paragraph", "Sets the amount of memory.", (consumption, memory, "shared_buffers (integer)")),
@@ -75,9 +73,9 @@ def test_terms_head_their_definitions_one_level_below_the_section() -> None:
 
 def test_signatures_are_headings_and_nested_lists_nest_below_their_term() -> None:
     doc = parse(SPHINX, DocumentType.HTML, ParseConfig())
-    module = "json — JSON encoder and decoder¶"
-    decoder = "class json.JSONDecoder ¶"
-    decode = "decode(s)¶"
+    module = "json — JSON encoder and decoder"  # the permalinks' ¶ are left out
+    decoder = "class json.JSONDecoder"
+    decode = "decode(s)"
     assert _outline(doc) == [
         ("heading", module, (module,)),
         # A permalink inside a signature does not make it a table of contents' entry.
@@ -89,6 +87,13 @@ def test_signatures_are_headings_and_nested_lists_nest_below_their_term() -> Non
         ("paragraph", "Back in the module.", (module,)),
     ]
     assert [b.level for b in doc.blocks if b.kind == "heading"] == [1, 2, 3]
+
+
+def test_a_page_that_is_only_a_table_of_contents_keeps_its_entries_as_text() -> None:
+    toc = SETTINGS[: SETTINGS.index(b'<h3 id="MEMORY">')].replace(b"<h2>20.4. Resource Consumption</h2>", b"")
+    doc = parse(toc, DocumentType.HTML, ParseConfig())
+    # A term made of links only is a table of contents' entry: no heading.
+    assert _outline(doc) == [("paragraph", "20.4.1. Memory", ()), ("paragraph", "20.4.2. Disk", ())]
 
 
 def test_a_term_outside_any_list_and_terms_inside_a_table_stay_text() -> None:
