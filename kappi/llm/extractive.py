@@ -1,69 +1,78 @@
-"""The offline provider: answers with the retrieved passages' sentences that answer the question, each cited, no
-model at all.
+"""The offline provider: answers with the passage's own sentences that answer the question, cited, no model.
 
-It is the fallback so Ragu answers usefully with no model, no API key and no network (retrieval does the heavy
-lifting). Manuals and handbooks put a subject in a heading ("max_connections (integer)") and its facts in the
-sentences under it, often not in the sentence that repeats the question's words: "Specifies the delay between
-activity rounds for the background writer. [...] The default is 200 milliseconds." So the unit answered from is
-a passage's *section* (a heading and the sentences under it, or the run of sentences before the first heading; an
-aside's heading, "Note", opens none):
+It is the fallback so Ragu answers usefully with no model, no API key and no network. It chooses by one measure,
+not by rules for kinds of text: **the weighted share of the question's key terms a sentence window holds**. A
+window is a sentence with its neighbours inside one section of one passage (a section: a heading and the
+sentences under it); its heading counts as part of it, since manuals put a subject in a heading
+("max_connections (integer)") and its facts in the sentences below. Each key term (a question word minus stop and
+weak words, crudely stemmed) weighs its inverse document frequency over the passages' sentences and headings, the
+BM25 statistic: "default" weighs little, "max_connections" much, and a term no passage holds the most, so a
+question about something the documents never mention finds no window that holds enough of it.
 
-- the question's key terms (lowercased words minus stop words and weak words like "use", crudely stemmed so
-  "policies" finds "policy") are weighted by how rare they are among the passages' sentences, so "default"
-  counts for little and "max_connections" for a lot, and a term no passage holds weighs the most;
-- in each section, the fewest sentences (up to :data:`MAX_SENTENCES`) that cover the most weight are chosen,
-  greedily, the heading's terms counting as covered; the section answers when they cover at least
-  :data:`MIN_COVERAGE` of the question's weight;
-- a name the question spells like code (``max_connections``, ``sqlite3.connect``) must appear in the section, or,
-  for a passage that starts below its heading, in its document's passages: asked about ``checkpoint_timeout``, a
-  sentence about another setting's default is not an answer. Sections whose heading names it come first, and a
-  section headed by another such name (``maintenance_work_mem``, asked about ``work_mem``) does not answer;
-- when the question asks for a quantity ("how many", "default", "maximum"...), a quote that states none gains the
-  section's sentence on the question's terms that does.
+- The best window holds the largest share (ties: the one whose heading names the question's code-like name, the
+  more concentrated, the shorter, the better retrieved); below :data:`MIN_COVERAGE` nothing answers, and it says
+  so plainly. A name the question spells like code (``work_mem``) must stand in the window's section (or its
+  document's passages, for a passage cut below its heading), and a section headed by another such name does not
+  answer.
+- The quote is the window's sentences that add weight, then what completes it from the question's type: the
+  sentence after one that only restates the question (fewer than :data:`LEAD_IN_NEW_WORDS` words of its own, or
+  ending in ":") and so announces the answer instead of giving it; and, when the question asks for a quantity,
+  the section's sentence that states one. A question that asks for a quantity no sentence of the section states
+  is not answered.
+- Whole sentences only (not a fragment a chunk boundary cut, not code), in the passage's words, the heading first
+  when it holds a key term, cited by every passage holding them; no lead-in line and no other bullets.
 
-The best section is quoted, its heading first when the heading holds a key term, whole sentences only (never a
-fragment a chunk boundary cut, and prose before headings and code), cited by every passage that holds it. With no
-section that answers it says so plainly and lists nothing. Each passage's analysis is cached by its text: the
-same chunks come back question after question. The answer is deterministic.
+The thresholds were chosen on the dev split of ``bench/answer_bench.py`` (replayed offline with
+``bench/extractive_replay.py``); the test split was never used to choose them. The answer is deterministic; each
+passage's analysis is cached by its text (the same chunks come back question after question).
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
 import re
-from collections.abc import AsyncGenerator, Sequence
+import unicodedata
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import NamedTuple
 
 from kappi.llm.base import LlmEvent, LlmRequest, Passage, Token, Usage
 from kappi.llm.words import (
     IDENTIFIER,
     NOT_WORD,
+    STOP_WORDS,
     expects_value,
     identifiers,
     key_terms,
     named,
+    question_stems,
     states_value,
+    stem,
 )
 
 EXTRACTIVE_MODEL = "extractive"
-FOUND = "Here is what I found in your documents:\n"
-NOTHING_FOUND = "I found nothing in the documents you have access to that matches your question."
-NOTHING_MATCHES = "No passage in the documents you have access to answers this question."
-"""Passages were found, but no section of theirs holds enough of the question's key terms."""
+NOTHING_FOUND = "The documents you have access to say nothing about this question."
+"""No passage was given (or none holds a sentence)."""
+NOTHING_MATCHES = "The documents you have access to do not answer this question."
+"""Passages were given, but no window of theirs holds enough of the question."""
 ANALYSED_PASSAGES = 4096
 """Passages whose analysis is kept (a few KB each for a 1 KB chunk)."""
-MIN_COVERAGE = 0.5
-"""The share of the question's term weight a section's heading and chosen sentences must hold to answer."""
-MAX_SENTENCES = 2
-"""Sentences quoted from the answering section at most."""
+MIN_COVERAGE = 0.35
+"""The share of the question's term weight the best window (with its heading) must hold to answer."""
 MIN_ADDED_SHARE = 0.05
-"""A sentence after the first is quoted only if it adds at least this share of the question's weight."""
+"""A neighbour joins the window only if it adds at least this share of the question's weight."""
+LEAD_IN_NEW_WORDS = 1
+"""A quoted sentence with fewer words of its own (not the question's, not its heading's) announces rather than
+answers: the sentence after it is quoted too."""
+MAX_QUOTE_SENTENCES = 3
 
-_DIGIT = re.compile(r"\d")
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d)]*\s+(?=\S)|\n+(?=\s*(?:[-*\u2022]|\d+[.)])\s)")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])[\"'\u201d)]*\s+(?=\S)"  # after a sentence's closing punctuation
+    r"|(?<=[.!?:])[ \t]*\n+"  # a line that ends a sentence or announces a list
+    r"|\n+(?=[ \t]+\S|\s*(?:[-*\u2022]|\d+[.)])\s)"  # before an indented line or a list item
+)
+_PAGE_NUMBER = re.compile(r"\s*[\d.]+\s*")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _CODE_CHARACTERS = "{}();=<>$`|\\[]"
 _CLOSING = (".", "!", "?", ":", ")", '"', "\u201d")
@@ -71,21 +80,6 @@ _HEADING_WORDS = 10
 """A one-line paragraph of at most this many words without a sentence's closing punctuation is a heading."""
 _HEADING_MARKS = "\u00b6#* \t"
 """What documentation puts around a heading: HTML manuals' pilcrow permalinks, Markdown's marks."""
-_ADMONITIONS = frozenset({"note", "notes", "tip", "hint", "important", "warning", "caution", "attention", "danger"})
-"""Headings of an aside ("Note"): it belongs to the section around it (a setting's note on Windows is about that
-setting), so it opens no section of its own."""
-_ADDED_IN_VERSION = re.compile(r"\b(?:new|added) in (?:version|release)\b", re.IGNORECASE)
-"""How manuals say when something appeared (Sphinx's ``versionadded``: "New in version 3.6."): read as "added", the
-word a question asks with ("In which version was it added?")."""
-
-
-def _titled_by_another_name(section: Section, names: Sequence[re.Pattern[str]]) -> bool:
-    """A section headed by a name spelled like code that is none of the question's (``maintenance_work_mem``,
-    asked about ``work_mem``) is about that other name, whatever it mentions."""
-    if not names or not section.heading or not IDENTIFIER.search(section.heading):
-        return False
-    heading = section.heading.lower()
-    return not any(name.search(heading) for name in names)
 
 
 def is_code(sentence: str) -> bool:
@@ -110,16 +104,48 @@ def is_fragment(sentence: str) -> bool:
 
 def _words(text: str) -> str:
     """Lowercase words, space-separated with a space at each end, so ``" stem"`` finds a word by its prefix.
-    Identifiers are also split ("bgwriter_delay" holds "delay")."""
-    plain = NOT_WORD.sub(" ", text.lower())
+    Identifiers are also split ("bgwriter_delay" holds "delay"); ligatures a PDF keeps ("ﬁ") are letters again."""
+    plain = NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).lower())
     return f" {plain} {plain.replace('_', ' ')} " if "_" in plain else f" {plain} "
 
 
-def _is_heading(paragraph: str) -> bool:
-    if "\n" in paragraph.strip():
+def _is_heading(line: str, before: str | None, after: str | None) -> bool:
+    """A short line with letters and no sentence's closing punctuation. Inside a paragraph (a PDF's page has few
+    blank lines) it must also follow a sentence's end and be followed by a line that starts a sentence, so that a
+    line a sentence wraps onto is not taken for one."""
+    text = line.strip().strip(_HEADING_MARKS)
+    if not text or len(text.split()) > _HEADING_WORDS or text.endswith((".", "!", "?", ":", ",", ";")):
         return False
-    text = paragraph.strip().strip(_HEADING_MARKS)
-    return bool(text) and not text.endswith((".", "!", "?", ":", ",", ";")) and len(text.split()) <= _HEADING_WORDS
+    if _BULLET.match(line) or line[:1].isspace() or not any(c.isalpha() for c in text):
+        return False
+    if before is None and after is None:
+        return True
+    ended = before is None or before.rstrip().endswith((".", "!", "?", ":"))
+    return ended and not text[:1].islower() and not (after or "").strip()[:1].islower()
+
+
+def _blocks(text: str) -> Iterator[tuple[bool, str]]:
+    """The text's headings (``True``) and the runs of lines between them, in reading order."""
+    for paragraph in _PARAGRAPHS.split(text.replace("\r\n", "\n").replace("\r", "\n")):
+        lines = [line for line in paragraph.split("\n") if line.strip()]
+        run: list[str] = []
+        titled = False  # the line before was a heading: a heading may follow it ("2.4 Routine", "Synopsis")
+        for at, line in enumerate(lines):
+            if _PAGE_NUMBER.fullmatch(line):
+                titled = True  # a page's or a section's number alone on its line: layout, not text
+                continue
+            before = None if at == 0 or titled else lines[at - 1]
+            after = lines[at + 1] if at + 1 < len(lines) else None
+            titled = _is_heading(line, before, after) and (at > 0 or after is not None or len(lines) == 1)
+            if titled:
+                if run:
+                    yield False, "\n".join(run)
+                    run = []
+                yield True, " ".join(line.strip(_HEADING_MARKS).split())
+            else:
+                run.append(line)
+        if run:
+            yield False, "\n".join(run)
 
 
 class Sentence(NamedTuple):
@@ -129,7 +155,7 @@ class Sentence(NamedTuple):
     quotable: bool
     """Whole and not code: not a fragment a chunk boundary cut."""
     prose: bool
-    """Reads as a sentence (:func:`is_prose`): preferred to a bare list item with the same words."""
+    """Reads as a sentence (:func:`is_prose`)."""
     value: bool
     """States a number (digits or a number word)."""
 
@@ -141,180 +167,185 @@ class Section(NamedTuple):
     raw: str
     """The section's text lowercased, for finding identifiers as written."""
     sentences: tuple[Sentence, ...]
-    first: int
-    """The unit number of its first sentence in :attr:`Analysed.words`."""
 
 
 class Analysed(NamedTuple):
-    """A passage read once (cached by its text): its sections, and every sentence's words in one string so that
-    each key term is found with a few ``find`` calls per passage, not one test per sentence."""
+    """A passage read once (cached by its text)."""
 
     sections: tuple[Section, ...]
-    words: str
-    """Each sentence's :func:`_words`, in order, then each heading's."""
-    starts: tuple[int, ...]
-    """Where each unit (sentence, then heading) begins in :attr:`words`."""
-    headings: tuple[int, ...]
-    """The section of each heading unit (the units after the sentences)."""
-    owners: tuple[int, ...]
-    """The section of each unit."""
     sentence_words: frozenset[str]
     """Every sentence's words: which passages hold a quote (overlapping chunks share sentences)."""
 
 
+def _sentences(paragraph: str) -> list[Sentence]:
+    out = []
+    for piece in _SENTENCE_END.split(paragraph):
+        text = " ".join(_BULLET.sub("", piece).split())
+        if text:
+            quotable = not is_fragment(text) and not is_code(piece)
+            out.append(Sentence(text, _words(text), quotable, is_prose(text), states_value(text)))
+    return out
+
+
 @functools.lru_cache(maxsize=ANALYSED_PASSAGES)
 def analysed(text: str) -> Analysed:
-    """A passage's sections, each with its sentences, and the joined words (cached by text)."""
+    """A passage's sections, each with its sentences (cached by text)."""
     sections: list[Section] = []
-    heading: str | None = None
+    heading: tuple[str, str] | None = None
+    topic = ""
     body: list[Sentence] = []
     raw: list[str] = []
-    count = 0
-
-    def close() -> None:
-        nonlocal count
-        if heading is not None or body:
-            words = _words(heading) if heading else " "
-            sections.append(Section(heading, words, " ".join(raw).lower(), tuple(body), count))
-            count += len(body)
-
-    for paragraph in _PARAGRAPHS.split(text.replace("\r\n", "\n").replace("\r", "\n")):
-        if not paragraph.strip():
-            continue
-        if _is_heading(paragraph):
-            if paragraph.strip().strip(_HEADING_MARKS).lower() in _ADMONITIONS:
-                raw.append(paragraph)
-                continue
-            close()
-            heading, body, raw = " ".join(paragraph.strip(_HEADING_MARKS + "\n").split()), [], [paragraph]
-            continue
-        raw.append(paragraph)
-        for piece in _SENTENCE_END.split(paragraph):
-            sentence = " ".join(_BULLET.sub("", piece).split())
-            if sentence:
-                quotable = not is_fragment(sentence) and not is_code(sentence)
-                words = _words(sentence) + ("added " if _ADDED_IN_VERSION.search(sentence) else "")
-                body.append(Sentence(sentence, words, quotable, is_prose(sentence), states_value(sentence)))
-    close()
-    units = [t.words for s in sections for t in s.sentences]
-    headings = tuple(n for n, s in enumerate(sections) if s.heading)
-    units += [sections[n].heading_words for n in headings]
-    starts, at = [], 0
-    for unit in units:
-        starts.append(at)
-        at += len(unit)
-    owners = tuple(n for n, section in enumerate(sections) for _ in section.sentences) + headings
-    sentence_words = frozenset(units[: len(units) - len(headings)])
-    return Analysed(tuple(sections), "".join(units), tuple(starts), headings, owners, sentence_words)
+    for is_heading, block in _blocks(text):
+        if is_heading:
+            if heading is not None or body:
+                sections.append(_section(heading, raw, body))
+            # a one-word heading ("Note", "Returns") names a part of the subject the heading before it names
+            part = topic and len(block.split()) == 1
+            topic = topic if part else block
+            heading, body, raw = (block, f"{topic} {block}" if part else block), [], [block]
+        else:
+            raw.append(block)
+            body.extend(_sentences(block))
+    if heading is not None or body:
+        sections.append(_section(heading, raw, body))
+    words = frozenset(s.words for section in sections for s in section.sentences)
+    return Analysed(tuple(sections), words)
 
 
-def _held(passage: Analysed, needles: Sequence[str], frequency: list[int]) -> dict[int, set[int]]:
-    """Per unit of the passage (sentence, then heading), the key terms it holds; adds to each term's count of
-    units holding it."""
-    held: dict[int, set[int]] = {}
-    starts, find, unit_of = passage.starts, passage.words.find, bisect.bisect_right
-    for i, needle in enumerate(needles):
-        at, last, step = find(needle), -1, len(needle)
-        while at >= 0:
-            unit = unit_of(starts, at) - 1
-            if unit != last:
-                terms = held.get(unit)
-                if terms is None:
-                    held[unit] = {i}
-                else:
-                    terms.add(i)
-                frequency[i] += 1
-                last = unit
-            at = find(needle, at + step)
-    return held
+def _section(heading: tuple[str, str] | None, raw: list[str], body: list[Sentence]) -> Section:
+    """``heading``: as quoted, and the text its words are taken from (a part's adds its subject's)."""
+    words = _words(heading[1]) if heading else " "
+    return Section(heading[0] if heading else None, words, " ".join(raw).lower(), tuple(body))
 
 
-class _Answer(NamedTuple):
+class _Query(NamedTuple):
+    """The question as the windows are weighed by."""
+
+    needles: tuple[str, ...]
+    """Each key term's stem with a space before it: found in :func:`_words` as a word prefix."""
+    weights: tuple[float, ...]
+    stems: frozenset[str]
+    """Every stem of the question (weak words too): what a sentence says beyond them is its own."""
+    names: tuple[re.Pattern[str], ...]
+    want_value: bool
+
+
+def _query(question: str, passages: Sequence[Passage], per_passage: Sequence[Analysed]) -> _Query | None:
+    """The question's key terms weighted by their inverse frequency over the passages' sentences and headings;
+    ``None`` when it has none, or names something specific that no passage or source holds."""
+    needles = [" " + s for s in key_terms(question)]
+    if not needles:
+        return None
+    units = [s.words for a in per_passage for section in a.sections for s in section.sentences]
+    units += [section.heading_words for a in per_passage for section in a.sections if section.heading]
+    sources = "".join({_source_words(p.document_name, p.collection) for p in passages})
+    counts = []
+    for at, needle in enumerate(needles):
+        count = sum(needle in u for u in units)
+        if not count and "_" in needle:  # a PDF's text may have lost a name's underscores
+            needles[at] = needle.replace("_", " ")
+            count = sum(needles[at] in u for u in units)
+        if not count and needle[1:] in _specific(question) and needle not in sources:
+            return None
+        counts.append(count)
+    weights = tuple(math.log(1 + len(units) / (1 + count)) for count in counts)
+    names = tuple(named(identifiers(question)))
+    return _Query(tuple(needles), weights, frozenset(question_stems(question)), names, expects_value(question))
+
+
+_CAPITALISED = re.compile(r"(?<=\w[\s,;:(\"'])[A-Z][\w-]*|\b[A-Z]{2,}\w*|\b\w*\d\w*|\b\w+_\w+")
+
+
+def _specific(question: str) -> frozenset[str]:
+    """The stems of what the question names rather than describes: a capitalised word inside it (a product, a
+    person, a language), an acronym, a number, a name spelled like code. A passage that holds none of it is
+    about something else, however many of the question's other words it shares."""
+    return frozenset(stem(word.lower()) for word in _CAPITALISED.findall(question))
+
+
+class _Window(NamedTuple):
+    rank: tuple[float, ...]
+    coverage: float
     passage: int
     section: Section
     quoted: tuple[int, ...]
 
 
-class _Coverage(NamedTuple):
-    quoted: tuple[int, ...]
-    """Indices of the quoted sentences in the section, in reading order."""
-    weight: float
-    """The share of the question's term weight the heading and the quoted sentences hold."""
-    terms: float
-    """The share of the question's terms they hold."""
-    heading: float
-    """The share of the weight the heading holds alone: of two sections as good, the one titled by the subject."""
+class _Scorer:
+    """Weighs one section's windows for the question."""
+
+    def __init__(self, query: _Query, section: Section, subject: frozenset[int]) -> None:
+        self.query, self.section, self.subject = query, section, subject
+        self.held = [self._terms(s.words) for s in section.sentences]
+        self.titled = self._terms(section.heading_words) if section.heading else frozenset()
+        self.total = sum(query.weights[i] for i in subject) or 1.0
+
+    def _terms(self, words: str) -> frozenset[int]:
+        return frozenset(i for i in self.subject if self.query.needles[i] in words)
+
+    def share(self, terms: frozenset[int] | set[int]) -> float:
+        return sum(self.query.weights[i] for i in terms) / self.total
+
+    def window(self, centre: int) -> tuple[list[int], set[int]]:
+        """The centre sentence and the neighbours that add weight to it (the heading's terms count as held)."""
+        chosen, covered = [centre], set(self.titled | self.held[centre])
+        sentences = self.section.sentences
+        for n in (centre - 1, centre + 1):
+            if 0 <= n < len(sentences) and sentences[n].quotable:
+                adds = self.share(self.held[n] - covered)
+                if adds >= MIN_ADDED_SHARE:
+                    chosen.append(n)
+                    covered |= self.held[n]
+        return sorted(chosen), covered
+
+    def completed(self, chosen: list[int], covered: set[int]) -> tuple[list[int], set[int]]:
+        """The quote completed by the question's type: the sentence after a lead-in, then the section's sentence
+        that adds the most of the question's weight (one stating a quantity first, when one is asked for)."""
+        sentences = self.section.sentences
+        last = chosen[-1]
+        if last + 1 < len(sentences) and sentences[last + 1].quotable and self._announces(sentences[last]):
+            chosen = [*chosen, last + 1]
+            covered = covered | self.held[last + 1]
+        wants = self.query.want_value and not any(sentences[n].value for n in chosen)
+        best, gain = -1, (False, 0.0, 0)
+        for n, sentence in enumerate(sentences):
+            if n not in chosen and sentence.quotable:
+                adds = self.share(self.held[n] - covered)
+                candidate = (wants and sentence.value and bool(self.held[n]), adds, -abs(n - last))
+                if candidate > gain:
+                    best, gain = n, candidate
+        if best >= 0 and (gain[0] or gain[1] >= MIN_ADDED_SHARE) and len(chosen) < MAX_QUOTE_SENTENCES:
+            chosen = sorted([*chosen, best])
+            covered = covered | self.held[best]
+        return chosen, covered
+
+    def _announces(self, sentence: Sentence) -> bool:
+        if sentence.text.endswith(":"):
+            return True
+        own = {stem(w) for w in sentence.words.split() if w not in STOP_WORDS and len(w) > 1}
+        own -= self.query.stems
+        own -= {stem(w) for w in self.section.heading_words.split()}
+        return len(own) < LEAD_IN_NEW_WORDS
 
 
-def _cover(
-    section: Section,
-    held: Sequence[frozenset[int]],
-    titled: frozenset[int],
-    weights: Sequence[float],
-    *,
-    subject: frozenset[int],
-    want_value: bool,
-) -> _Coverage:
-    """The section's sentences that cover the most of the question's weight, greedily.
-
-    ``held``: the key terms each of its sentences holds; ``titled``: those its heading holds. ``subject``: the
-    terms the passage's document or collection name does not hold (a PostgreSQL manual's passage need not say
-    "PostgreSQL"); only they count. ``want_value``: the question asks for a quantity, so when no chosen sentence
-    states one, the section's sentence on the question's terms that does is quoted too.
-    """
-    weight = {i: weights[i] for i in subject}
-    sentences = section.sentences
-    covered = set(titled) & weight.keys()
-    titled_share = sum(weight[i] for i in covered)
-    total = sum(weight.values()) or 1.0
-    chosen: list[int] = []
-    while len(chosen) < MAX_SENTENCES:
-        # by the weight it adds, prose first, then (for the first, when the heading holds every term) all it holds
-        best, gain = -1, (0.0, False, 0.0)
-        for n, terms in enumerate(held):
-            if terms and n not in chosen and sentences[n].quotable:
-                adds = (sum(weight[i] for i in terms - covered), sentences[n].prose, sum(weight[i] for i in terms))
-                if adds > gain:
-                    best, gain = n, adds
-        if best < 0 or (chosen and gain[0] < max(MIN_ADDED_SHARE * total, 1e-9)):
-            break
-        chosen.append(best)
-        covered |= held[best]
-    if chosen and want_value and not any(sentences[n].value for n in chosen):
-        valued = [n for n, s in enumerate(sentences) if s.quotable and held[n] and s.value]
-        if valued:
-            pick = max(valued, key=lambda n: (sum(weight[i] for i in held[n]), -n))
-            chosen = [*chosen[: MAX_SENTENCES - 1], pick]
-            covered |= held[pick]
-    return _Coverage(
-        quoted=tuple(sorted(chosen)),
-        weight=sum(weight[i] for i in covered) / total,
-        terms=len(covered) / len(subject),
-        heading=titled_share / total,
-    )
-
-
-def _quote(answer: _Answer, needles: Sequence[str], max_chars: int) -> str:
-    """The quoted sentences in reading order (``…`` between two that do not follow each other), each cut at a word
-    after ``max_chars``; the section's heading first when it holds a key term: it names what the quote is about."""
-    sentences = answer.section.sentences
-    parts: list[str] = []
-    for position, n in enumerate(answer.quoted):
-        if position and n != answer.quoted[position - 1] + 1:
-            parts.append("…")
-        parts.append(_shorten(sentences[n].text, max_chars))
-    text = " ".join(parts)
-    heading = answer.section.heading
-    if heading and any(needle in answer.section.heading_words for needle in needles):
-        return f"{heading}: {text}"
-    return text
-
-
-def _shorten(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > 0 else limit].rstrip(",;:") + "…"
+def _windows(query: _Query, passages: Sequence[Passage], per_passage: Sequence[Analysed]) -> list[_Window]:
+    found = []
+    for n, (passage, analysis) in enumerate(zip(passages, per_passage, strict=True)):
+        subject = _subject(query, passage)
+        for index, section in enumerate(analysis.sections):
+            if query.names and not _names_stand(section, index, query.names, _Scope(passages, per_passage, passage)):
+                continue
+            scorer = _Scorer(query, section, subject)
+            by_name = sum(name.search(section.heading_words) is not None for name in query.names)
+            for centre, terms in enumerate(scorer.held):
+                if terms and section.sentences[centre].quotable:
+                    quoted, covered = scorer.completed(*scorer.window(centre))
+                    coverage = scorer.share(covered)
+                    focus = scorer.share(terms | scorer.titled)
+                    typed = not query.want_value or any(section.sentences[i].value for i in quoted)
+                    rank = (by_name, typed, round(coverage, 6), round(focus, 6), -len(quoted), passage.score, -n)
+                    found.append(_Window(rank, coverage, n, section, tuple(quoted)))
+    return found
 
 
 @functools.lru_cache(maxsize=1024)
@@ -322,102 +353,12 @@ def _source_words(document_name: str | None, collection: str) -> str:
     return _words(f"{document_name or ''} {collection}")
 
 
-def extract_answer(
-    question: str, passages: Sequence[Passage], *, max_passages: int = 3, max_sentence_chars: int = 600
-) -> list[str]:
-    """The answer as the pieces it is streamed in: a header line, then the cited quote of the section that
-    answers (see the module's docstring), or one line saying nothing answers.
-
-    ``max_passages`` bounds the passages cited for the same quote (overlapping chunks often hold the same
-    sentences); ``max_sentence_chars`` bounds each sentence quoted (``…`` marks a cut).
-    """
-    per_passage = [analysed(passage.text) for passage in passages]
-    if not any(a.sections for a in per_passage):
-        return [NOTHING_FOUND]
-    needles = [" " + stem for stem in key_terms(question)]
-    if not needles:
-        return [NOTHING_MATCHES]
-    names = named(identifiers(question))
-    want_value = expects_value(question)
-    frequency = [0] * len(needles)
-    held_per_passage = [_held(a, needles, frequency) for a in per_passage]
-    units = sum(len(a.starts) for a in per_passage)
-    # an inverse document frequency over the passages' sentences and headings: "default" weighs little
-    weights = [math.log(1 + units / (1 + df)) for df in frequency]
-    best: _Answer | None = None
-    best_rank: tuple[float, ...] = ()
-    subjects = _Subjects(passages, needles, weights)
-    for n, (passage, analysis, held) in enumerate(zip(passages, per_passage, held_per_passage, strict=True)):
-        if not held:
-            continue  # no sentence or heading holds a key term: no section of it can answer
-        subject, total = subjects.of(passage)
-        hit: dict[int, set[int]] = {}  # the terms each section's sentences and heading hold, together
-        for unit, terms in held.items():
-            hit.setdefault(analysis.owners[unit], set()).update(terms)
-        first_heading = len(analysis.starts) - len(analysis.headings)
-        for index, terms in hit.items():
-            possible = subject & terms
-            if _share(possible, subject, weights, total) < MIN_COVERAGE:
-                continue  # even quoting every sentence would not answer
-            section = analysis.sections[index]
-            if names and not _names_stand(section, index, names, _Scope(passages, per_passage, passage)):
-                continue
-            sentence_terms = [
-                subject.intersection(held.get(section.first + k, ())) for k in range(len(section.sentences))
-            ]
-            titled = (
-                frozenset(held.get(first_heading + analysis.headings.index(index), ()))
-                if section.heading
-                else frozenset()
-            )
-            covers = _cover(section, sentence_terms, titled, weights, subject=subject, want_value=want_value)
-            if not covers.quoted or max(covers.weight, covers.terms) < MIN_COVERAGE:
-                continue
-            by_name = sum(name.search((section.heading or "").lower()) is not None for name in names)
-            rank = (by_name, round(covers.weight, 6), covers.heading, -len(covers.quoted), passage.score, -n, -index)
-            if best is None or rank > best_rank:
-                best, best_rank = _Answer(n, section, covers.quoted), rank
-    if best is None:
-        return [NOTHING_MATCHES]
-    text = _quote(best, needles, max_sentence_chars)
-    quoted = [best.section.sentences[i].words for i in best.quoted]
-    citing = [
-        p.citation for p, a in zip(passages, per_passage, strict=True) if all(q in a.sentence_words for q in quoted)
-    ]
-    return [FOUND, f"\n- {text} " + "".join(f"[{c}]" for c in dict.fromkeys(citing[:max_passages]))]
-
-
-class _Subjects:
-    """Per passage, the key terms its document or collection name does not hold (all of them if it holds every
-    one), with their total weight. Most questions name no passage's source: then every passage has them all, found
-    with one look at the sources' words together (each source's words start and end with a space, so no term is
-    found across two of them)."""
-
-    def __init__(self, passages: Sequence[Passage], needles: Sequence[str], weights: Sequence[float]) -> None:
-        self._needles, self._weights = needles, weights
-        self._known: dict[tuple[str | None, str], tuple[frozenset[int], float]] = {}
-        every = frozenset(range(len(needles)))
-        self._every = (every, sum(weights[i] for i in every) or 1.0)
-        sources = "".join({_source_words(p.document_name, p.collection) for p in passages})
-        self._named = any(needle in sources for needle in needles)
-
-    def of(self, passage: Passage) -> tuple[frozenset[int], float]:
-        if not self._named:
-            return self._every
-        key = (passage.document_name, passage.collection)
-        found = self._known.get(key)
-        if found is None:
-            source = _source_words(*key)
-            subject = frozenset(i for i, needle in enumerate(self._needles) if needle not in source)
-            subject = subject or self._every[0]
-            found = self._known[key] = (subject, sum(self._weights[i] for i in subject) or 1.0)
-        return found
-
-
-def _share(terms: frozenset[int], subject: frozenset[int], weights: Sequence[float], total: float) -> float:
-    """The larger of the weight share and the count share of ``subject`` that ``terms`` hold (``total``: the
-    weight of ``subject``)."""
-    return max(sum(weights[i] for i in terms) / total, len(terms) / len(subject))
+def _subject(query: _Query, passage: Passage) -> frozenset[int]:
+    """The key terms the passage's document or collection name does not hold (all of them when it holds every
+    one): a PostgreSQL manual's passage need not say "PostgreSQL"."""
+    source = _source_words(passage.document_name, passage.collection)
+    every = frozenset(range(len(query.needles)))
+    return frozenset(i for i in every if query.needles[i] not in source) or every
 
 
 class _Scope(NamedTuple):
@@ -436,14 +377,65 @@ class _Scope(NamedTuple):
 def _names_stand(section: Section, index: int, names: Sequence[re.Pattern[str]], scope: _Scope) -> bool:
     """Whether every name the question spells like code stands in the section (or, for a passage that starts
     below its heading, in its document's passages), and no other such name heads it."""
-    if _titled_by_another_name(section, names):
-        return False
-    text = section.raw if section.heading is not None or index else scope.document_text()
-    return all(name.search(text) for name in names)
+    heading = (section.heading or "").lower()
+    if heading and IDENTIFIER.search(heading) and not any(name.search(heading) for name in names):
+        return False  # headed by another name: ``maintenance_work_mem``, asked about ``work_mem``
+    if all(name.search(section.raw) for name in names):
+        return True
+    return all(name.search(scope.document_text()) for name in names)
+
+
+def _quote(window: _Window, needles: Sequence[str], max_chars: int) -> str:
+    """The quoted sentences in reading order (``…`` between two that do not follow each other), cut at a word
+    after ``max_chars``; the heading first when it holds a key term: it names what the quote is about."""
+    sentences = window.section.sentences
+    parts: list[str] = []
+    for position, n in enumerate(window.quoted):
+        if position and n != window.quoted[position - 1] + 1:
+            parts.append("…")
+        parts.append(sentences[n].text)
+    text = _shorten(" ".join(parts), max_chars)
+    heading = window.section.heading
+    if heading and any(needle in window.section.heading_words for needle in needles):
+        return f"{heading}: {text}"
+    return text
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > 0 else limit].rstrip(",;:") + "…"
+
+
+def extract_answer(
+    question: str, passages: Sequence[Passage], *, max_passages: int = 3, max_sentence_chars: int = 600
+) -> list[str]:
+    """The answer as the pieces it is streamed in: the cited quote of the window that answers (see the module's
+    docstring), or one line saying nothing answers.
+
+    ``max_passages`` bounds the passages cited for the same quote (overlapping chunks often hold the same
+    sentences); ``max_sentence_chars`` bounds the quote (``…`` marks a cut).
+    """
+    per_passage = [analysed(passage.text) for passage in passages]
+    if not any(a.sections for a in per_passage):
+        return [NOTHING_FOUND]
+    query = _query(question, passages, per_passage)
+    if query is None:
+        return [NOTHING_MATCHES]
+    best = max(_windows(query, passages, per_passage), key=lambda w: w.rank, default=None)
+    if best is None or best.coverage < MIN_COVERAGE:
+        return [NOTHING_MATCHES]
+    text = _quote(best, query.needles, max_sentence_chars)
+    quoted = [best.section.sentences[i].words for i in best.quoted]
+    citing = [
+        p.citation for p, a in zip(passages, per_passage, strict=True) if all(q in a.sentence_words for q in quoted)
+    ]
+    return [text, " " + "".join(f"[{c}]" for c in dict.fromkeys(citing[:max_passages]))]
 
 
 class ExtractiveProvider:
-    """Streams :func:`extract_answer` for the last user message, one line per token, then zero usage."""
+    """Streams :func:`extract_answer` for the last user message, then zero usage."""
 
     name = "extractive"
     reads_system_prompt = False
