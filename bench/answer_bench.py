@@ -1,50 +1,66 @@
-"""Answer quality through the product: known facts asked of real manuals, per LLM provider, against a naive peer.
+"""Answer quality through the product: questions with known answers asked of real documents, per LLM provider,
+against a naive peer, on a dev split (to tune on) and a held-out test split (to report).
 
 Run from the repository root::
 
-    nice python -m bench.answer_bench [--quick] [--providers extractive local naive] [--out result.json]
+    nice python -m bench.answer_bench [--split dev|test|all] [--quick] [--providers extractive local naive]
+        [--out result.json]
 
-**Corpus**: public documents as Debian ships them, fetched as any machine would (``apt-get download
-<package>=<version>`` and ``dpkg-deb -x`` into ``bench/results/answer_bench/corpus/``; when that version has left
-the mirror the current one is taken and the result says which): eleven HTML pages, three packages, one
-collection each (:data:`CORPUS`). Pages of the same manual are one another's distractors (four PostgreSQL
-configuration and type pages, gzip beside zlib). The questions (``bench/answers/questions.json``) were written
-by reading them: each answerable one names the fact(s) a correct answer states and its gold document; each
-unanswerable one is plausible here but answered by no document of the corpus (several by a page of the same
-manual that the corpus leaves out). Before anything runs every fact is checked to occur in its gold document's
-parsed text.
+**Corpus** (:mod:`bench.answer_corpus`): the split files ``bench/answers/splits/<split>/*.json`` (their format is
+that folder's README). Each lists documents (PDF, HTML, Markdown, DOCX, plain text and tables: CSV or JSON) and
+questions written by reading them. A document is a real file a Debian 12 package or a PyPI release ships, fetched
+as any machine would: ``apt-get download <package>=<version>`` and ``dpkg-deb -x`` (when that version has left
+the mirror the current one is taken and the result says which), or ``pip download --no-deps`` of the named sdist
+or wheel, unpacked; an entry may name a ``convert`` command (e.g. pandoc to DOCX) when no real file of that kind
+was at hand. Everything is cached in ``bench/results/answer_bench/corpus/``. The split is BY DOCUMENT: a dev
+question is never answered from a test document, nor the other way. Dev is what methods and thresholds are
+tuned on (its records replay offline: ``bench/extractive_replay.py``); test is only ever run to report, and
+nothing is chosen by looking at it.
 
-**The run**: a real ``ragu serve`` on an embedded PostgreSQL (``tests.hardening.live_stack.served``); the pages
-uploaded through chonkit's HTTP API, three collections created and embedded (the job followed to its end), one
-agent per provider over all three (top :data:`TOP_K` each, the default prompt, :data:`TEMPERATURE` unless
-``--temperature`` says otherwise, the naive peer's too, answers bounded
-at :data:`ANSWER_MAX_TOKENS`). Each question is asked through kappi's stateless query API (what is scored);
-extractive's all, and :data:`STREAMED_QUESTIONS` of a model's (spread over the list), also through the streamed
-chat API first (a new chat per question: time to the first ``token`` event). ``ragu serve`` gets
-``RAGU_LLM_TIMEOUT_SECONDS`` of :data:`LLM_TIMEOUT` (a shared machine is slow, and timeouts are not what is
-measured); ``--env`` adds settings (``RAGU_LOCAL_LLM_THREADS=1`` is what the figures so far used: on cores busy
-with other work, two llama.cpp threads collapsed to under 1 token/s).
+**Checked before anything is asked**: ids and names unique, no document in two splits (the same file under two
+names counts), every answerable question's facts stated by its gold document's text as chonkit's own parser gives
+it (the type sniffed as an upload's is), every unanswerable question's ``absent`` words in no document of either
+split. A question that fails is not asked, and the result's ``rejected`` says why (a writer's mistake costs its
+own questions, not the run).
+
+**The run**: a real ``ragu serve`` on an embedded PostgreSQL (``tests.hardening.live_stack.served``); the
+documents uploaded through chonkit's HTTP API under their names, one collection per split
+(``Answer_bench_<split>``) created and embedded (the job followed to its end), and one agent per provider per
+split over that split's collection only (top :data:`TOP_K`, the default prompt, :data:`TEMPERATURE` unless
+``--temperature`` says otherwise, the naive peer's too, answers bounded at :data:`ANSWER_MAX_TOKENS`). Each
+question is asked through kappi's stateless query API (what is scored); extractive's all, and
+:data:`STREAMED_QUESTIONS` of a model's (spread over the list), also through the streamed chat API first (a new
+chat per question: time to the first ``token`` event). ``ragu serve`` gets ``RAGU_LLM_TIMEOUT_SECONDS`` of
+:data:`LLM_TIMEOUT` (a shared machine is slow, and timeouts are not what is measured); ``--env`` adds settings
+(``RAGU_LOCAL_LLM_THREADS=1`` keeps llama.cpp from collapsing on cores busy with other work).
 
 **Providers**: ``extractive`` (the offline default without a model); ``local``, the embedded llama.cpp model
 ``ragu serve`` runs (Qwen2.5-Coder-0.5B-Instruct by default, SmolLM2-135M in a quick run: :data:`QUICK_MODEL`);
 and the naive peer, a plain RAG stack on the same model and server: the top :data:`NAIVE_TOP_K` chunks of
-chonkit's dense search over the three collections, stuffed into a plain prompt that asks for ``[n]`` citations
-(:data:`NAIVE_PROMPT`), sent straight to the llama.cpp server: no relevance floor, no citation check. The
-server's address is read from ``ragu serve``'s log (or given with ``--llama-url``). After each streamed model
-answer, the prompt Ragu sent (rebuilt with kappi's own ``grounded_question`` from the passages the stream's
-``sources`` event listed; both prompt token counts are in the result) goes straight to the server too, read to
-its first token with no cached prefix (:func:`run_provider` says why), so Ragu's time to first token is compared
-with the raw server's on the same prompt in the same run. Ragu's generation rate is its output tokens over the
-time after the raw server's first token (:func:`generation_rate`); the naive peer's is its stream's own.
+chonkit's dense search over the split's collection, stuffed into a plain prompt that asks for ``[n]`` citations
+(:data:`NAIVE_PROMPT`), sent straight to the llama.cpp server: no relevance floor, no citation check. Without a
+model (none installed, or it did not start) local and naive are reported as not running; extractive still runs.
+After each streamed model answer, the prompt Ragu sent (rebuilt with kappi's own ``grounded_question``) goes
+straight to the server too, read to its first token with no cached prefix (:func:`run_provider` says why), so
+Ragu's time to first token is compared with the raw server's on the same prompt in the same run.
 
-**Scores** (:func:`score`): *correct*: every fact of the question appears in the answer (whole words,
-case-insensitive); *gold cited*: a citation of the answer comes from a gold document; *off-topic*: the share
-of the answers' citations, over answerable questions, from other documents; *refusal*: on an unanswerable
-question, the answer's opening paragraph says it does not know (:data:`REFUSAL`), or the answer is empty. Ragu's
-citations are its answer's ``citations``; the naive peer's are the ``[n]`` its text names. Targets (issue
-#17), for the default offline provider (the local model when it runs, else ``extractive``): correct >= 80 %,
-gold cited >= 90 %, off-topic <= 15 %, refusals >= 80 %; the local model's correctness >= the naive peer's;
-Ragu's time to first token <= 1.1x the raw server's.
+**Scores** (:func:`score`, :class:`Tally`), per split, per provider and per document kind (a question's kind is
+its gold document's, or for an unanswerable one the kind of the document it is a near miss of):
+*facts right*: an answerable question's answer states every fact group (whole words, case-insensitive);
+*gold cited*: one of its citations comes from a gold document; *answerable refused*: it declines an answerable
+question; *declined*: it declines an unanswerable one (its opening paragraph says it does not know,
+:data:`REFUSAL`, or it is empty); *wrong-but-cited*: an unanswerable question answered with no refusal and at
+least one citation (an invented answer dressed as a sourced one: count and share); *off-topic*: the share of the
+answerable questions' citations from other documents; *citations per answer*; latency p50/p95 of the query API.
+Ragu's citations are its answer's ``citations``; the naive peer's are the ``[n]`` its text names.
+
+**Bars** (issue #27), held on the test split only: extractive facts right >= 75 %, gold cited >= 90 %, declined
+>= 85 %, answerable refused <= 5 %, no document kind below 65 % facts right; the local model right on more
+questions than the naive peer; wrong-but-cited 0 for every provider.
+
+**Records**: the result's ``records`` hold, per provider and question, the answer, its citations and every passage
+the response exposed (cited and also retrieved, with their text and scores), so the extractive answerer and
+grounding can be replayed offline on the same passages.
 """
 
 from __future__ import annotations
@@ -52,50 +68,116 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import unicodedata
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench.answer_corpus import (
+    CITATION_MARK,
+    KINDS,
+    SPLITS,
+    SPLITS_DIR,
+    Corpus,
+    Fetched,
+    Package,
+    Page,
+    Question,
+    check_facts,
+    fetch,
+    file_pages,
+    load_file,
+    load_splits,
+    mentions,
+    normalise,
+    packages,
+    parsed_texts,
+    quick_questions,
+    spread,
+    states_facts,
+)
 from bench.report import SummaryRow
 
+__all__ = [
+    "CITATION_MARK",
+    "CORPUS",
+    "QUESTIONS",
+    "Question",
+    "Scored",
+    "check_facts",
+    "fetch_corpus",
+    "load_questions",
+    "mentions",
+    "normalise",
+    "score",
+    "states_facts",
+]
+
 BENCH_DIR = Path(__file__).resolve().parent
-QUESTIONS = BENCH_DIR / "answers" / "questions.json"
-CACHE_DIR = BENCH_DIR / "results" / "answer_bench"
+QUESTIONS = SPLITS_DIR / "dev" / "team_manuals.json"
+"""The team's first question file (now part of the dev split), for tools that read a single file."""
+CORPUS: tuple[Package, ...] = packages(QUESTIONS)
+"""That file's documents, a collection per package (as ``bench/section_retrieval_bench.py`` searches them)."""
+
+
+def fetch_corpus() -> list[Page]:
+    """That file's documents, fetched (cached)."""
+    return file_pages(QUESTIONS)
+
+
+def load_questions() -> list[Question]:
+    """That file's questions."""
+    return list(load_file(QUESTIONS).questions)
+
+
 SECRET = "answer-bench-only-hs256-secret-0123456789abcdef"  # noqa: S105 -- signs loopback tokens only
 
-TOP_K = 3
-"""Passages per collection for Ragu's agents: three collections, so up to nine passages reach the LLM."""
+TOP_K = 9
+"""Passages from a split's one collection for Ragu's agents: the nine that three collections of three each gave
+before the corpus became one collection per split, so the LLM reads about as much as it did."""
 NAIVE_TOP_K = 5
-"""The naive peer's passages: the top five of all collections, as a LangChain-style "stuff" chain takes."""
+"""The naive peer's passages: the top five of the split's collection, as a LangChain-style "stuff" chain takes."""
 STREAMED_QUESTIONS = {"quick": 4, "full": 12}
-"""Questions asked through the stream (and of the raw server) per model provider; extractive streams all."""
+"""Questions asked through the stream (and of the raw server) per model provider and split; extractive streams
+all."""
+QUICK_QUESTIONS = {"answerable": 4, "unanswerable": 2}
+"""A quick run's questions per split, spread over its files."""
 LLM_TIMEOUT = 300.0
 ANSWER_MAX_TOKENS = 256
+"""Every model answer's bound (Ragu's agents and the naive peer alike): a short fact needs far fewer, and a small
+model that rambles would otherwise cost minutes per question on two shared cores."""
 TEMPERATURE = 0.0
 """Ragu's agents' and the naive peer's sampling temperature: new agents' default (``AgentCreate``)."""
 RAW_MAX_TOKENS = 8
 """The raw comparison needs only the first token; a few more, read to the end, bring the server's usage."""
-"""Every model answer's bound (Ragu's agents and the naive peer alike): a short fact needs far fewer, and a small
-model that rambles would otherwise cost minutes per question on two shared cores."""
 LOCAL_READY_SECONDS = 180.0
 """How long the embedded model may take to load before the local provider is reported as not running."""
 QUICK_MODEL = "smollm2-135m-instruct-q4_1"
 """The small model a quick run serves (fast, invents facts: for checking the bench, not for its figures)."""
+INSTRUCTION = "Documentation that Debian and PyPI packages ship: manuals, references, READMEs, notes and data tables."
+"""The collection's instruction line (the same for both splits)."""
 
-TARGETS = {"correct": 0.80, "gold_cited": 0.90, "off_topic": 0.15, "refusals": 0.80, "ttft_vs_raw": 1.1}
+HELD_SPLIT = "test"
+"""The split the bars are held on."""
+TARGETS = {
+    "facts_right": 0.75,
+    "gold_cited": 0.90,
+    "declined": 0.85,
+    "answerable_refused": 0.05,
+    "kind_facts_right": 0.65,
+    "wrong_but_cited": 0,
+    "ttft_vs_raw": 1.1,
+}
+"""Issue #27's bars for extractive (wrong-but-cited for every provider) and #17's time-to-first-token ratio."""
 
 NAIVE_PROMPT = (
     "Use the following pieces of context to answer the question at the end. Cite the context you use with its "
@@ -105,126 +187,12 @@ NAIVE_PROMPT = (
 """LangChain's "stuff" QA prompt with a request for ``[n]`` citations: the naive peer's whole prompt."""
 
 
-@dataclass(frozen=True)
-class Package:
-    """A Debian package and the pages of it the corpus uses: path inside the package -> the name uploaded."""
-
-    name: str
-    version: str
-    folder: str
-    pages: dict[str, str]
-    collection: str
-    instruction: str
-
-
-CORPUS: tuple[Package, ...] = (
-    Package(
-        name="postgresql-doc-15",
-        version="15.20-0+deb12u1",
-        folder="usr/share/doc/postgresql-doc-15/html",
-        pages={
-            "runtime-config-connection.html": "postgresql-15-runtime-config-connection.html",
-            "runtime-config-resource.html": "postgresql-15-runtime-config-resource.html",
-            "runtime-config-autovacuum.html": "postgresql-15-runtime-config-autovacuum.html",
-            "datatype-numeric.html": "postgresql-15-datatype-numeric.html",
-            "auth-pg-hba-conf.html": "postgresql-15-auth-pg-hba-conf.html",
-        },
-        collection="Postgresql_15_manual",
-        instruction="The PostgreSQL 15 manual: server configuration, client authentication, numeric types.",
-    ),
-    Package(
-        name="python3.11-doc",
-        version="3.11.2-6+deb12u9",
-        folder="usr/share/doc/python3.11/html/library",
-        pages={
-            "json.html": "python-3.11-library-json.html",
-            "functools.html": "python-3.11-library-functools.html",
-            "gzip.html": "python-3.11-library-gzip.html",
-            "zlib.html": "python-3.11-library-zlib.html",
-            "secrets.html": "python-3.11-library-secrets.html",
-        },
-        collection="Python_311_library",
-        instruction="The Python 3.11 standard library reference.",
-    ),
-    Package(
-        name="shared-mime-info",
-        version="2.2-1",
-        folder="usr/share/doc/shared-mime-info/shared-mime-info-spec.html",
-        pages={"x34.html": "shared-mime-info-spec.html"},
-        collection="Shared_mime_info_spec",
-        instruction="The freedesktop.org Shared MIME-info Database specification.",
-    ),
-)
+def collection_name(split: str) -> str:
+    return f"Answer_bench_{split}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Questions and scoring (pure functions: tests/bench/test_answer_bench.py)
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    question: str
-    facts: tuple[tuple[str, ...], ...]
-    """Every group must appear in a correct answer; any variant of a group will do. Empty: unanswerable."""
-    gold: tuple[str, ...]
-    quick: bool = False
-    absent: tuple[str, ...] = ()
-    """Words of an unanswerable question that no document of the corpus contains (checked before a run)."""
-
-    @property
-    def answerable(self) -> bool:
-        return bool(self.facts)
-
-
-def load_questions(path: Path = QUESTIONS, *, quick: bool = False) -> list[Question]:
-    """The answerable questions, then the unanswerable ones; only those marked ``quick`` in a quick run."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    questions = [
-        Question(
-            id=q["id"],
-            question=q["question"],
-            facts=tuple(tuple(group) for group in q["facts"]),
-            gold=tuple(q["gold"]),
-            quick=q.get("quick", False),
-        )
-        for q in raw["answerable"]
-    ] + [
-        Question(
-            id=q["id"],
-            question=q["question"],
-            facts=(),
-            gold=(),
-            quick=q.get("quick", False),
-            absent=tuple(q["absent"]),
-        )
-        for q in raw["unanswerable"]
-    ]
-    return [q for q in questions if q.quick] if quick else questions
-
-
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2212": "-", "\u2013": "-"})
-_MARKUP = re.compile(r"[`]|\*\*|__(?!\w)|(?<!\w)__")
-
-
-def normalise(text: str) -> str:
-    """Lowercased, NFKC, straight quotes, no Markdown emphasis or code ticks, whitespace collapsed."""
-    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
-    return " ".join(_MARKUP.sub("", text).lower().split())
-
-
-def mentions(text: str, variant: str) -> bool:
-    """Whether ``variant`` occurs in ``text`` as whole words: "100" is not found in "1000" nor "128" in "128mb",
-    and citation marks do not count ("3" is not in "[3]")."""
-    pattern = re.escape(normalise(variant))
-    prose = CITATION_MARK.sub(" ", normalise(text))
-    return re.search(rf"(?<![\w]){pattern}(?![\w])", prose) is not None
-
-
-def states_facts(text: str, facts: Sequence[Sequence[str]]) -> bool:
-    """Every fact group has a variant in ``text`` (an unanswerable question's empty facts are never stated)."""
-    return bool(facts) and all(any(mentions(text, v) for v in group) for group in facts)
-
+# Judging answers (pure functions: tests/bench/test_answer_bench.py)
 
 REFUSAL = re.compile(
     r"\b(?:i (?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|tell|say)"
@@ -249,9 +217,6 @@ def is_refusal(answer: str) -> bool:
     return not lead or REFUSAL.search(lead) is not None
 
 
-CITATION_MARK = re.compile(r"\[(\d{1,3})\]")
-
-
 def marked_citations(answer: str) -> list[int]:
     """The ``[n]`` numbers an answer's text names, in order, each once."""
     return list(dict.fromkeys(int(n) for n in CITATION_MARK.findall(answer)))
@@ -268,11 +233,17 @@ class Scored:
     cited_documents: tuple[str, ...]
     off_topic: int
     refused: bool
+    kind: str = ""
+
+    @property
+    def wrong_but_cited(self) -> bool:
+        """An unanswerable question answered as if it were, citing sources: the answer a reader trusts wrongly."""
+        return not self.answerable and not self.refused and bool(self.cited_documents)
 
 
 def failed(question: Question) -> Scored:
     """A question whose answer never came (an HTTP error, a timeout): wrong, uncited, and no refusal either."""
-    return Scored(question.id, question.answerable, False, False, (), 0, False)
+    return Scored(question.id, question.answerable, False, False, (), 0, False, question.kind)
 
 
 def score(question: Question, answer: str, cited_documents: Sequence[str]) -> Scored:
@@ -286,21 +257,23 @@ def score(question: Question, answer: str, cited_documents: Sequence[str]) -> Sc
         cited_documents=tuple(cited_documents),
         off_topic=sum(1 for d in cited_documents if d not in gold) if question.answerable else 0,
         refused=is_refusal(answer),
+        kind=question.kind,
     )
 
 
 @dataclass
 class Tally:
-    """A provider's answers added up: shares over answerable questions, refusals over unanswerable ones."""
+    """Answers added up: shares over answerable questions, declines and wrong-but-cited over unanswerable ones."""
 
     answerable: int = 0
     correct: int = 0
     gold_cited: int = 0
     citations: int = 0
     off_topic: int = 0
-    unanswerable: int = 0
-    refusals: int = 0
     refused_answerable: int = 0
+    unanswerable: int = 0
+    declined: int = 0
+    wrong_but_cited: int = 0
 
     def add(self, scored: Scored) -> None:
         if scored.answerable:
@@ -312,15 +285,18 @@ class Tally:
             self.refused_answerable += scored.refused
         else:
             self.unanswerable += 1
-            self.refusals += scored.refused
+            self.declined += scored.refused
+            self.wrong_but_cited += scored.wrong_but_cited
 
-    def shares(self) -> dict[str, float | None]:
+    def shares(self) -> dict[str, float | int | None]:
         return {
-            "correct": _share(self.correct, self.answerable),
+            "facts_right": _share(self.correct, self.answerable),
             "gold_cited": _share(self.gold_cited, self.answerable),
+            "answerable_refused": _share(self.refused_answerable, self.answerable),
+            "declined": _share(self.declined, self.unanswerable),
+            "wrong_but_cited": self.wrong_but_cited,
+            "wrong_but_cited_share": _share(self.wrong_but_cited, self.unanswerable),
             "off_topic": _share(self.off_topic, self.citations),
-            "refusals": _share(self.refusals, self.unanswerable),
-            "refused_answerable": _share(self.refused_answerable, self.answerable),
             "citations_per_answer": _share(self.citations, self.answerable),
         }
 
@@ -332,98 +308,29 @@ def tally(scores: Iterable[Scored]) -> Tally:
     return total
 
 
+def by_kind(scores: Iterable[Scored]) -> dict[str, Tally]:
+    """A tally per document kind, in :data:`~bench.answer_corpus.KINDS` order (unknown kinds after)."""
+    kinds: dict[str, list[Scored]] = {}
+    for scored in scores:
+        kinds.setdefault(scored.kind or "unknown", []).append(scored)
+    order = [k for k in KINDS if k in kinds] + sorted(set(kinds) - set(KINDS))
+    return {kind: tally(kinds[kind]) for kind in order}
+
+
 def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
-
-
-def check_facts(questions: Sequence[Question], texts: dict[str, str]) -> list[str]:
-    """Questions that are wrong about the corpus (``texts``: each document's text by its name): an answerable one
-    whose gold documents do not state its facts, an unanswerable one whose ``absent`` words a document contains."""
-    wrong = []
-    for q in questions:
-        if q.answerable and not any(states_facts(texts.get(name, ""), q.facts) for name in q.gold):
-            wrong.append(q.id)
-        if any(mentions(text, word) for word in q.absent for text in texts.values()):
-            wrong.append(q.id)
-    return wrong
 
 
 def p50(values: Sequence[float]) -> float | None:
     return round(statistics.median(values), 1) if values else None
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The corpus: Debian packages, downloaded and unpacked once into the cache
-
-
-@dataclass(frozen=True)
-class Page:
-    name: str
-    """The file name uploaded to chonkit, which citations give back as ``document_name``."""
-    data: bytes
-    package: str
-    version: str
-    path: str
-    """Where the page is inside the package."""
-    collection: str
-
-
-def fetch_corpus(cache: Path = CACHE_DIR / "corpus") -> list[Page]:
-    """Every page of :data:`CORPUS`, downloading and unpacking each package the cache does not hold yet."""
-    pages = []
-    for package in CORPUS:
-        root, version = _unpacked(package, cache)
-        for inside, name in package.pages.items():
-            path = f"{package.folder}/{inside}"
-            pages.append(Page(name, (root / path).read_bytes(), package.name, version, path, package.collection))
-    return pages
-
-
-def _unpacked(package: Package, cache: Path) -> tuple[Path, str]:
-    """The folder the package is unpacked in and its version (the pinned one, or the mirror's current one)."""
-    for found in sorted(cache.glob(f"{package.name}_*")):
-        if (found / "VERSION").is_file():
-            return found, (found / "VERSION").read_text(encoding="utf-8").strip()
-    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-        raise RuntimeError(f"the corpus needs apt-get and dpkg-deb (Debian) to fetch {package.name}")
-    with tempfile.TemporaryDirectory(prefix="answer-bench-deb-") as scratch:
-        Path(scratch).chmod(0o777)  # so apt's unprivileged _apt user may write there
-        pinned = subprocess.run(
-            ["apt-get", "download", f"{package.name}={package.version}"],
-            cwd=scratch,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if pinned.returncode != 0:
-            print(
-                f"answer_bench: {package.name}={package.version} unavailable, taking the current version "
-                f"({pinned.stderr.strip()[-200:]})",
-                file=sys.stderr,
-            )
-            latest = subprocess.run(
-                ["apt-get", "download", package.name], cwd=scratch, capture_output=True, text=True, check=False
-            )
-            if latest.returncode != 0:
-                raise RuntimeError(f"apt-get download {package.name} failed (run apt-get update?): {latest.stderr}")
-        deb = next(Path(scratch).glob("*.deb"))
-        version = subprocess.run(
-            ["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        target = cache / f"{package.name}_{version}"
-        target.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True)
-    (target / "VERSION").write_text(version + "\n", encoding="utf-8")
-    return target, version
-
-
-def page_texts(pages: Sequence[Page]) -> dict[str, str]:
-    """Each page's text as chonkit's parser gives it (what is chunked), for :func:`check_facts`."""
-    from chonkit.document.parsing.config import ParseConfig
-    from chonkit.document.parsing.doctype import DocumentType
-    from chonkit.document.parsing.parser import parse
-
-    return {p.name: parse(p.data, DocumentType.HTML, ParseConfig()).text for p in pages}
+def p95(values: Sequence[float]) -> float | None:
+    """The nearest-rank 95th percentile (of a few values: the largest but the top 5 %)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)], 1)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -439,7 +346,9 @@ class Asked:
     cited: list[str]
     """The document of each citation (Ragu: the answer's ``citations``; naive: the ``[n]`` its text names)."""
     citation_numbers: list[int] = field(default_factory=list)
-    retrieved: list[str] = field(default_factory=list)
+    passages: list[dict[str, Any]] = field(default_factory=list)
+    """Every passage the answer was given, in citation order, each as the response gave it (text, scores, page),
+    with ``cited``: whether the answer cites it."""
     total_ms: float | None = None
     ttft_ms: float | None = None
     tokens_per_s: float | None = None
@@ -639,7 +548,9 @@ class Stack:
     admin: httpx.AsyncClient
     user: httpx.AsyncClient
     collections: dict[str, str]
-    """Collection name -> id."""
+    """Split -> its collection's id."""
+    unavailable: dict[str, str]
+    """Documents chonkit refused or could not embed -> why (their questions are not asked)."""
     ingest_seconds: float
     env: dict[str, str]
     log: Path
@@ -649,8 +560,9 @@ class Stack:
 
 
 @asynccontextmanager
-async def stack(pages: Sequence[Page], env: dict[str, str]) -> AsyncIterator[Stack]:
-    """``ragu serve`` on its own embedded PostgreSQL, the pages uploaded and embedded through chonkit's API."""
+async def stack(documents: Mapping[str, Sequence[Fetched]], env: dict[str, str]) -> AsyncIterator[Stack]:
+    """``ragu serve`` on its own embedded PostgreSQL, each split's documents uploaded and embedded into the
+    split's collection through chonkit's API."""
     from common.auth import mint_dev_token
     from ragu_client import ChonkitClient
     from tests.hardening.live_stack import served
@@ -670,53 +582,67 @@ async def stack(pages: Sequence[Page], env: dict[str, str]) -> AsyncIterator[Sta
             ChonkitClient(f"{base}/chonkit", admin_token, timeout=LLM_TIMEOUT) as chonkit,
         ):
             started = time.perf_counter()
-            collections = await _ingest(chonkit, pages)
+            collections: dict[str, str] = {}
+            unavailable: dict[str, str] = {}
+            for split, fetched in documents.items():
+                collections[split] = await _ingest(chonkit, split, fetched, unavailable)
             ingest_seconds = round(time.perf_counter() - started, 1)
-            yield Stack(admin, user, collections, ingest_seconds, running.env, running.server.log, settings.data_path)
+            yield Stack(
+                admin,
+                user,
+                collections,
+                unavailable,
+                ingest_seconds,
+                running.env,
+                running.server.log,
+                settings.data_path,
+            )
 
 
-async def _ingest(chonkit: Any, pages: Sequence[Page]) -> dict[str, str]:
-    uploaded = await chonkit.upload([(p.name, p.data) for p in pages])
-    ids = {r.document.name: str(r.document.id) for r in uploaded.results if r.document is not None}
-    missing = sorted({p.name for p in pages} - set(ids))
-    if missing:
-        raise RuntimeError(f"chonkit refused {missing}: {uploaded.results}")
-    collections: dict[str, str] = {}
-    for package in CORPUS:
-        collection = await chonkit.create_collection(package.collection)
-        collections[package.collection] = str(collection.id)
-        created = await chonkit.add_documents(collection.id, [ids[name] for name in package.pages.values()])
-        job = await chonkit.wait_for_job(created.job.id)
-        if job.status != "done":
-            raise RuntimeError(f"embedding {package.collection} ended {job.status}: {job.items}")
-    return collections
+async def _ingest(chonkit: Any, split: str, fetched: Sequence[Fetched], unavailable: dict[str, str]) -> str:
+    """The split's documents uploaded under their names and embedded into its collection; its id. Whatever
+    chonkit refuses or fails to embed is noted in ``unavailable``, not raised: only its questions are lost."""
+    uploaded = await chonkit.upload([(f.document.name, f.data) for f in fetched])
+    ids: dict[str, str] = {}
+    for r in uploaded.results:
+        if r.document is not None:
+            ids[r.filename] = str(r.document.id)
+        else:
+            unavailable[r.filename] = f"upload {r.status}: {r.error}"
+    collection = await chonkit.create_collection(collection_name(split))
+    created = await chonkit.add_documents(collection.id, list(ids.values()))
+    job = await chonkit.wait_for_job(created.job.id)
+    for item in job.items:
+        if item.stage != "done":
+            unavailable[item.document_name or str(item.document_id)] = f"embedding {item.stage}: {item.error}"
+    if job.status != "done":
+        raise RuntimeError(f"embedding {collection_name(split)} ended {job.status}: {unavailable}")
+    return str(collection.id)
 
 
 async def make_agent(
-    admin: httpx.AsyncClient, name: str, llm: dict[str, str], *, temperature: float = TEMPERATURE
+    admin: httpx.AsyncClient, name: str, llm: dict[str, str], split: str, *, temperature: float = TEMPERATURE
 ) -> dict[str, Any]:
-    """An agent over the three collections (top :data:`TOP_K` each, the collection's instruction line)."""
+    """An agent over the split's collection only (top :data:`TOP_K`, the collection's instruction line)."""
     body = {"name": name, "max_tokens": ANSWER_MAX_TOKENS, "temperature": temperature, **llm}
     created = await admin.post("/kappi/admin/agents", json=body)
     if created.status_code != 201:
         raise RuntimeError(f"kappi refused the {name} agent: {created.status_code} {created.text}")
     agent: dict[str, Any] = created.json()
-    add = [
-        {"vector_provider": "pgvector", "name": p.collection, "top_k": TOP_K, "instruction": p.instruction}
-        for p in CORPUS
-    ]
+    add = [{"vector_provider": "pgvector", "name": collection_name(split), "top_k": TOP_K, "instruction": INSTRUCTION}]
     report = (await admin.put(f"/kappi/admin/agents/{agent['id']}/collections", json={"add": add})).json()
     if not all(r["ok"] for r in report["results"]):
-        raise RuntimeError(f"assigning collections to {name}: {report}")
+        raise RuntimeError(f"assigning {collection_name(split)} to {name}: {report}")
     fresh: dict[str, Any] = (await admin.get(f"/kappi/admin/agents/{agent['id']}")).raise_for_status().json()
     return fresh
 
 
-_QUERY_FIELDS = {"answer", "citations", "usage", "timings"}
+_QUERY_FIELDS = {"answer", "citations", "also_retrieved", "usage", "timings"}
 
 
 async def ask_query(user: httpx.AsyncClient, agent_id: str, question: Question) -> Asked:
-    """The stateless query API: the scored answer, its citations, usage, and anything else kappi adds."""
+    """The stateless query API: the scored answer, its citations, every passage it was given, usage, and
+    anything else kappi adds (grounding, fallbacks)."""
     started = time.perf_counter()
     try:
         response = await user.post(f"/kappi/agents/{agent_id}/query", json={"content": question.question})
@@ -732,32 +658,21 @@ async def ask_query(user: httpx.AsyncClient, agent_id: str, question: Question) 
         answer=body["answer"],
         cited=[c["document_name"] or c["document_id"] for c in body["citations"]],
         citation_numbers=[c["citation"] for c in body["citations"]],
+        passages=passages_of(body),
         total_ms=elapsed,
         output_tokens=usage.get("output_tokens"),
         prompt_tokens=usage.get("input_tokens"),
-        extra={k: _brief(v) for k, v in body.items() if k not in _QUERY_FIELDS}
-        | {"passages": _passages(body["citations"] + body.get("also_retrieved", []))},
+        extra={k: v for k, v in body.items() if k not in _QUERY_FIELDS},
     )
 
 
-def _passages(given: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the answer was given, in citation order and in full: kept so that grounding and the extractive can
-    be replayed on the same passages offline (``grounding`` counts the model's dropped sentences, a reason each)."""
+def passages_of(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every passage a query response exposes (``citations``: those the answer cites; ``also_retrieved``: the rest
+    it was given), in full and in citation order, each with ``cited``: what grounding and the extractive answerer
+    are replayed on offline."""
+    given = [{**c, "cited": True} for c in body.get("citations") or []]
+    given += [{**c, "cited": False} for c in body.get("also_retrieved") or []]
     return sorted(given, key=lambda c: int(c["citation"]))
-
-
-def _brief(value: Any) -> Any:
-    """Passage lists (``also_retrieved``) as their documents' names; anything else as it came."""
-    if isinstance(value, list) and all(isinstance(v, dict) and "document_id" in v for v in value):
-        return [v.get("document_name") or v["document_id"] for v in value]
-    return value
-
-
-def timed_indices(count: int, wanted: int) -> list[int]:
-    """``wanted`` question positions spread evenly over ``count`` (answerable and unanswerable alike)."""
-    if wanted >= count:
-        return list(range(count))
-    return sorted({round(i * (count - 1) / max(wanted - 1, 1)) for i in range(wanted)})
 
 
 async def run_provider(
@@ -770,7 +685,7 @@ async def run_provider(
     may reuse the preamble (instructions, context header) of the question before, and it leaves its own prompt
     in the slot. The raw request therefore asks for no reuse at all (``cache_prompt: false``): it never gains from
     Ragu's request, and the ratio leans, if anything, in Ragu's favour by the preamble's share of the prompt."""
-    timed = set(timed_indices(len(questions), streamed))
+    timed = set(spread(len(questions), streamed))
     config = agent["config"]
     results: list[Asked] = []
     async with httpx.AsyncClient(timeout=LLM_TIMEOUT) as raw:
@@ -786,8 +701,6 @@ async def run_provider(
                 asked.extra["stream_error"] = failure
             if stream is not None:
                 asked.ttft_ms = stream.ttft_ms
-                asked.extra["stream_done"] = stream.done
-                asked.extra["sources"] = stream.sources
                 if llama is not None and stream.called_model:
                     messages = ragu_messages(agent, stream.sources, question.question)
                     try:
@@ -810,8 +723,10 @@ async def run_provider(
     return results
 
 
-async def run_naive(s: Stack, questions: Sequence[Question], llama: Llama, config: dict[str, Any]) -> list[Asked]:
-    """The naive peer: the top :data:`NAIVE_TOP_K` chunks of chonkit's dense search over the three collections
+async def run_naive(
+    s: Stack, split: str, questions: Sequence[Question], llama: Llama, config: dict[str, Any]
+) -> list[Asked]:
+    """The naive peer: the top :data:`NAIVE_TOP_K` chunks of chonkit's dense search over the split's collection
     (no floor), a plain stuff prompt, the model's text as is; its citations are the ``[n]`` it names."""
     from ragu_client import ChonkitClient
 
@@ -822,12 +737,21 @@ async def run_naive(s: Stack, questions: Sequence[Question], llama: Llama, confi
         ChonkitClient(f"{str(s.admin.base_url).rstrip('/')}/chonkit", token, timeout=LLM_TIMEOUT) as chonkit,
     ):
         for index, question in enumerate(questions):
-            hits = []
-            for collection_id in s.collections.values():
-                found = await chonkit.search(collection_id, question.question, limit=NAIVE_TOP_K)
-                hits.extend(found.hits)
-            hits.sort(key=lambda h: -h.score)
-            top = [{"text": h.content, "document": h.document_name or h.document_id} for h in hits[:NAIVE_TOP_K]]
+            started = time.perf_counter()
+            found = await chonkit.search(s.collections[split], question.question, limit=NAIVE_TOP_K)
+            top: list[dict[str, Any]] = [
+                {
+                    "citation": n,
+                    "collection": collection_name(split),
+                    "document_id": h.document_id,
+                    "document_name": h.document_name or h.document_id,
+                    "page_start": h.page_start,
+                    "page_end": h.page_end,
+                    "text": h.content,
+                    "score": h.score,
+                }
+                for n, h in enumerate(sorted(found.hits, key=lambda h: -h.score)[:NAIVE_TOP_K], start=1)
+            ]
             try:
                 answer = await llama_stream(
                     raw,
@@ -837,23 +761,23 @@ async def run_naive(s: Stack, questions: Sequence[Question], llama: Llama, confi
                     max_tokens=config["max_tokens"],
                 )
             except httpx.HTTPError as exc:
-                results.append(Asked(question.id, "", [], error=f"{type(exc).__name__}: {exc}"))
+                results.append(Asked(question.id, "", [], passages=top, error=f"{type(exc).__name__}: {exc}"))
                 continue
             numbers = [n for n in marked_citations(answer.text) if 1 <= n <= len(top)]
             asked = Asked(
                 id=question.id,
                 answer=answer.text,
-                cited=[top[n - 1]["document"] for n in numbers],
+                cited=[str(top[n - 1]["document_name"]) for n in numbers],
                 citation_numbers=numbers,
-                retrieved=[t["document"] for t in top],
-                total_ms=answer.total_ms,
+                passages=[{**p, "cited": p["citation"] in numbers} for p in top],
+                total_ms=round((time.perf_counter() - started) * 1000, 1),
                 ttft_ms=answer.ttft_ms,
                 tokens_per_s=answer.tokens_per_s,
                 output_tokens=answer.output_tokens,
                 prompt_tokens=answer.prompt_tokens,
             )
             results.append(asked)
-            _progress("naive", index, len(questions), asked)
+            _progress(f"naive {split}", index, len(questions), asked)
     return results
 
 
@@ -863,24 +787,29 @@ def _progress(provider: str, index: int, count: int, asked: Asked) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Summaries
+# Summaries and records
 
 
-def summarise(provider: str, questions: Sequence[Question], asked: Sequence[Asked]) -> dict[str, Any]:
-    """A provider's scores, latencies and every answer (for reading what went wrong)."""
+def summarise(
+    provider: str, split: str, questions: Sequence[Question], asked: Sequence[Asked]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A provider's scores on a split (in all, and per document kind), latencies, and a record per question."""
     by_id = {q.id: q for q in questions}
     answered = [a for a in asked if a.error is None]
     scores = {a.id: score(by_id[a.id], a.answer, a.cited) if a.error is None else failed(by_id[a.id]) for a in asked}
     total = tally(scores.values())
     paired = [a for a in answered if a.ttft_ms is not None and a.raw_ttft_ms]
-    return {
+    latencies = [a.total_ms for a in answered if a.total_ms is not None]
+    summary = {
         "provider": provider,
+        "split": split,
         **total.shares(),
         "counts": asdict(total),
         "errors": len(asked) - len(answered),
+        "latency_ms_p50": p50(latencies),
+        "latency_ms_p95": p95(latencies),
         "ttft_ms_p50": p50([a.ttft_ms for a in answered if a.ttft_ms is not None]),
         "tokens_per_s_p50": p50([a.tokens_per_s for a in answered if a.tokens_per_s is not None]),
-        "total_ms_p50": p50([a.total_ms for a in answered if a.total_ms is not None]),
         "prompt_tokens_p50": p50([a.prompt_tokens for a in answered if a.prompt_tokens is not None]),
         "streamed": sum(a.ttft_ms is not None for a in answered),
         "raw": {
@@ -890,8 +819,12 @@ def summarise(provider: str, questions: Sequence[Question], asked: Sequence[Aske
             "ttft_vs_raw_p50": _ratio_p50([(a.ttft_ms or 0, a.raw_ttft_ms or 0) for a in paired]),
             "raw_prompt_tokens_p50": p50([a.raw_prompt_tokens for a in paired if a.raw_prompt_tokens is not None]),
         },
-        "answers": [_record(a, scores.get(a.id)) for a in asked],
+        "kinds": {
+            kind: {"answerable": t.answerable, "unanswerable": t.unanswerable, **t.shares()}
+            for kind, t in by_kind(scores.values()).items()
+        },
     }
+    return summary, [record(provider, split, by_id[a.id], a, scores[a.id]) for a in asked]
 
 
 def _ratio_p50(pairs: Sequence[tuple[float, float]]) -> float | None:
@@ -899,78 +832,156 @@ def _ratio_p50(pairs: Sequence[tuple[float, float]]) -> float | None:
     return round(statistics.median(ratios), 3) if ratios else None
 
 
-def _record(asked: Asked, scored: Scored | None) -> dict[str, Any]:
-    record = {k: v for k, v in asdict(asked).items() if v not in (None, [], {})}
-    if scored is not None:
-        record |= {"correct": scored.correct, "gold_cited": scored.gold_cited, "refused": scored.refused}
-    return record
+_RECORDED = ("ttft_ms", "tokens_per_s", "output_tokens", "prompt_tokens", "raw_ttft_ms", "raw_prompt_tokens", "error")
 
 
-def summary_rows(providers: dict[str, dict[str, Any]]) -> list[SummaryRow]:
-    """The report's lines: the default offline provider held to the targets, the others beside it, the local
-    model against the naive peer, and Ragu's time to first token against the raw server's."""
-    default = "local" if "local" in providers else "extractive"
+def record(provider: str, split: str, question: Question, asked: Asked, scored: Scored) -> dict[str, Any]:
+    """One question put to one provider, for reading and for replaying offline: the answer, its citations, every
+    passage it was given (:func:`passages_of`), its time, and how it was judged."""
+    return {
+        "split": split,
+        "provider": provider,
+        "id": question.id,
+        "question": question.question,
+        "kind": question.kind,
+        "answer": asked.answer,
+        "citations": [
+            {"citation": n, "document_name": d} for n, d in zip(asked.citation_numbers, asked.cited, strict=False)
+        ],
+        "passages": asked.passages,
+        "seconds": None if asked.total_ms is None else round(asked.total_ms / 1000, 3),
+        "judged": {
+            "answerable": scored.answerable,
+            "facts_right": scored.correct,
+            "gold_cited": scored.gold_cited,
+            "refused": scored.refused,
+            "wrong_but_cited": scored.wrong_but_cited,
+        },
+        **{k: v for k in _RECORDED if (v := getattr(asked, k)) is not None},
+        **({"extra": asked.extra} if asked.extra else {}),
+    }
+
+
+def asked_from(recorded: Mapping[str, Any]) -> Asked:
+    """A record read back as what was asked (for judging it again)."""
+    citations = recorded.get("citations") or []
+    seconds = recorded.get("seconds")
+    return Asked(
+        id=recorded["id"],
+        answer=recorded.get("answer") or "",
+        cited=[c["document_name"] for c in citations],
+        citation_numbers=[c["citation"] for c in citations],
+        passages=recorded.get("passages") or [],
+        total_ms=None if seconds is None else seconds * 1000,
+        extra=recorded.get("extra") or {},
+        **{k: recorded[k] for k in _RECORDED if k in recorded},
+    )
+
+
+_HEADLINE = (("facts_right", True), ("gold_cited", True), ("declined", True), ("answerable_refused", False))
+
+
+def summary_rows(splits: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[SummaryRow]:
+    """The report's lines, per split (``splits``: split -> provider -> summary): every provider's headline figures
+    and each document kind's facts right; on :data:`HELD_SPLIT` the bars: extractive's figures and its weakest
+    kind, every provider's wrong-but-cited, the local model against the naive peer; and Ragu's time to first
+    token against the raw server's."""
     rows: list[SummaryRow] = []
-    for name, result in providers.items():
-        held = name == default
-        for metric, better in (("correct", True), ("gold_cited", True), ("off_topic", False), ("refusals", True)):
-            if result.get(metric) is not None:
-                target = TARGETS[metric] if held else None
-                rows.append(
-                    SummaryRow(metric=f"{name} {metric}", value=result[metric], target=target, higher_is_better=better)
-                )
-        for metric in ("ttft_ms_p50", "tokens_per_s_p50"):
-            if result.get(metric) is not None:
-                rows.append(SummaryRow(metric=f"{name} {metric}", value=result[metric], target=None))
-        raw = result.get("raw") or {}
-        if raw.get("ttft_vs_raw_p50") is not None:
+    for split, providers in splits.items():
+        held = split == HELD_SPLIT
+        for name, result in providers.items():
+            rows += _provider_rows(f"{split} {name}", result, bars=held and name == "extractive", held=held)
+        local, naive = providers.get("local"), providers.get("naive")
+        if local and naive and local.get("facts_right") is not None and naive.get("facts_right") is not None:
+            more = local["counts"]["correct"] - naive["counts"]["correct"]
             rows.append(
                 SummaryRow(
-                    metric=f"{name} ttft vs raw llama.cpp (same prompt, p50 of pairs)",
-                    ours=raw["ragu_ttft_ms_p50"],
-                    peer=raw["raw_ttft_ms_p50"],
-                    value=raw["ttft_vs_raw_p50"],
-                    target=TARGETS["ttft_vs_raw"],
-                    higher_is_better=False,
+                    metric=f"{split} local facts right vs naive peer (questions more)",
+                    ours=local["facts_right"],
+                    peer=naive["facts_right"],
+                    value=more,
+                    target=1 if held else None,
                 )
             )
-    local, naive = providers.get("local"), providers.get("naive")
-    if local and naive and local.get("correct") is not None and naive.get("correct"):
+    return rows
+
+
+def _provider_rows(label: str, result: Mapping[str, Any], *, bars: bool, held: bool) -> list[SummaryRow]:
+    rows = [
+        SummaryRow(
+            metric=f"{label} {metric}",
+            value=result[metric],
+            target=TARGETS[metric] if bars else None,
+            higher_is_better=better,
+        )
+        for metric, better in _HEADLINE
+        if result.get(metric) is not None
+    ]
+    if result.get("wrong_but_cited_share") is not None:
         rows.append(
             SummaryRow(
-                metric="local correct vs naive peer",
-                ours=local["correct"],
-                peer=naive["correct"],
-                value=round(local["correct"] / naive["correct"], 3),
-                target=1.0,
+                metric=f"{label} wrong-but-cited (unanswerable answered with citations)",
+                value=result["wrong_but_cited"],
+                target=TARGETS["wrong_but_cited"] if held else None,
+                higher_is_better=False,
+            )
+        )
+    for metric in ("citations_per_answer", "latency_ms_p50", "latency_ms_p95", "ttft_ms_p50", "tokens_per_s_p50"):
+        if result.get(metric) is not None:
+            rows.append(SummaryRow(metric=f"{label} {metric}", value=result[metric], target=None))
+    kinds = {k: v["facts_right"] for k, v in (result.get("kinds") or {}).items() if v.get("facts_right") is not None}
+    rows += [SummaryRow(metric=f"{label} {kind} facts_right", value=v, target=None) for kind, v in kinds.items()]
+    if bars and kinds:
+        weakest = min(kinds, key=lambda k: kinds[k])
+        rows.append(
+            SummaryRow(
+                metric=f"{label} weakest kind's facts_right ({weakest})",
+                value=kinds[weakest],
+                target=TARGETS["kind_facts_right"],
+            )
+        )
+    raw = result.get("raw") or {}
+    if raw.get("ttft_vs_raw_p50") is not None:
+        rows.append(
+            SummaryRow(
+                metric=f"{label} ttft vs raw llama.cpp (same prompt, p50 of pairs)",
+                ours=raw["ragu_ttft_ms_p50"],
+                peer=raw["raw_ttft_ms_p50"],
+                value=raw["ttft_vs_raw_p50"],
+                target=TARGETS["ttft_vs_raw"],
+                higher_is_better=False,
             )
         )
     return rows
 
 
-def table(providers: dict[str, dict[str, Any]]) -> str:
-    """A plain-text table, one line per provider."""
-    columns = (
-        "correct",
-        "gold_cited",
-        "off_topic",
-        "refusals",
-        "refused_answerable",
-        "ttft_ms_p50",
-        "tokens_per_s_p50",
-        "total_ms_p50",
-    )
-    lines = ["provider    " + "".join(f"{c:>20}" for c in columns)]
-    for name, result in providers.items():
-        cells = "".join(f"{_cell(result.get(c)):>20}" for c in columns)
-        lines.append(f"{name:<12}{cells}")
-    for name, result in providers.items():
-        raw = result.get("raw") or {}
-        if raw.get("pairs"):
-            lines.append(
-                f"{name}: ttft {raw['ragu_ttft_ms_p50']} ms vs raw llama.cpp {raw['raw_ttft_ms_p50']} ms "
-                f"(p50 of {raw['pairs']} pairs' ratios: {raw['ttft_vs_raw_p50']}x)"
-            )
+_COLUMNS = (
+    "facts_right",
+    "gold_cited",
+    "declined",
+    "answerable_refused",
+    "wrong_but_cited",
+    "citations_per_answer",
+    "latency_ms_p50",
+    "latency_ms_p95",
+)
+
+
+def table(splits: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """A plain-text table: a line per split and provider, then one per document kind under it."""
+    lines = ["split provider   kind      " + "".join(f"{c:>21}" for c in _COLUMNS)]
+    for split, providers in splits.items():
+        for name, result in providers.items():
+            lines.append(f"{split:<6}{name:<11}{'all':<10}" + "".join(f"{_cell(result.get(c)):>21}" for c in _COLUMNS))
+            for kind, shares in (result.get("kinds") or {}).items():
+                cells = "".join(f"{_cell(shares.get(c)):>21}" for c in _COLUMNS)
+                lines.append(f"{'':<17}{kind:<10}{cells}")
+            raw = result.get("raw") or {}
+            if raw.get("pairs"):
+                lines.append(
+                    f"{split} {name}: ttft {raw['ragu_ttft_ms_p50']} ms vs raw llama.cpp {raw['raw_ttft_ms_p50']} ms "
+                    f"(p50 of {raw['pairs']} pairs' ratios: {raw['ttft_vs_raw_p50']}x)"
+                )
     return "\n".join(lines)
 
 
@@ -989,15 +1000,20 @@ def _cell(value: object) -> str:
 @dataclass(frozen=True)
 class Options:
     quick: bool = False
+    split: str = "all"
     providers: tuple[str, ...] = ("extractive", "local", "naive")
     llama_url: str | None = None
     local_model: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     temperature: float = TEMPERATURE
 
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return SPLITS if self.split == "all" else (self.split,)
+
 
 def run(quick: bool) -> dict[str, Any]:
-    """The benchmark runner's entry point (``python -m bench``)."""
+    """The benchmark runner's entry point (``python -m bench``): both splits, every provider, in one run."""
     return asyncio.run(measure(Options(quick=quick)))
 
 
@@ -1009,93 +1025,168 @@ def serve_env(options: Options) -> dict[str, str]:
     return {"RAGU_LOCAL_LLM_MODEL": model, "RAGU_LLM_TIMEOUT_SECONDS": str(LLM_TIMEOUT), **options.env}
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """The corpus ready to upload: the questions to ask, each split's documents, what was left out and why."""
+
+    corpus: Corpus
+    questions: tuple[Question, ...]
+    fetched: dict[str, list[Fetched]]
+    unfetched: dict[str, str]
+
+
+def prepare(options: Options, corpus: Corpus | None = None) -> Prepared:
+    """The split files read, every document of both splits fetched and parsed, the fact check applied (against
+    both splits' texts, whichever split runs), and the questions of the splits that run chosen."""
+    corpus = corpus or load_splits()
+    fetched, unfetched = fetch(corpus.documents)
+    texts, unparsed = parsed_texts(fetched)
+    unfetched |= {name: f"parsing: {why}" for name, why in unparsed.items()}
+    corpus = corpus.without(check_facts(corpus.questions, texts))
+    questions = [q for q in corpus.questions if q.split in options.splits]
+    if options.quick:
+        questions = quick_questions(questions, **QUICK_QUESTIONS)
+    by_split = {
+        split: [f for f in fetched if f.document.split == split and f.document.name in texts]
+        for split in options.splits
+    }
+    return Prepared(corpus, tuple(questions), by_split, unfetched)
+
+
 async def measure(options: Options) -> dict[str, Any]:
-    questions = load_questions(quick=options.quick)
-    pages = await asyncio.to_thread(fetch_corpus)
-    wrong = check_facts(questions, await asyncio.to_thread(page_texts, pages))
-    if wrong:
-        raise RuntimeError(f"questions whose facts their gold documents do not state: {wrong}")
+    started = time.perf_counter()
+    prepared = await asyncio.to_thread(prepare, options)
+    for why in [*prepared.corpus.problems, *(f"{i}: {w}" for i, w in prepared.corpus.rejected.items())]:
+        print(f"answer_bench: left out: {why}", file=sys.stderr, flush=True)
     size = "quick" if options.quick else "full"
     load_before = os.getloadavg()
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    records: list[dict[str, Any]] = []
     notes: list[str] = []
-    async with stack(pages, serve_env(options)) as s:
+    not_running: dict[str, str] = {}
+    rejected = dict(prepared.corpus.rejected)
+    async with stack(prepared.fetched, serve_env(options)) as s:
         llama = await _llama(s, options)
-        for provider in options.providers:
-            try:
-                outcome = await _one_provider(s, provider, questions, llama, size, temperature=options.temperature)
-            except (httpx.HTTPError, RuntimeError, KeyError) as exc:  # the other providers' figures still count
-                outcome = f"{provider} failed: {type(exc).__name__}: {exc}"
-            if isinstance(outcome, str):
-                notes.append(outcome)
-                print(f"answer_bench: {outcome}", file=sys.stderr)
-            else:
-                results[provider] = outcome
+        lost = {
+            q.id: f"gold document unavailable: {s.unavailable}"
+            for q in prepared.questions
+            if set(q.gold) & set(s.unavailable)
+        }
+        rejected |= lost
+        for split in options.splits:
+            questions = [q for q in prepared.questions if q.split == split and q.id not in lost]
+            results[split] = {}
+            for provider in options.providers:
+                try:
+                    outcome = await _one_provider(
+                        s, provider, split, questions, llama, size=size, temperature=options.temperature
+                    )
+                except (httpx.HTTPError, RuntimeError, KeyError) as exc:  # the other providers' figures still count
+                    outcome = f"{provider} failed on {split}: {type(exc).__name__}: {exc}"
+                if isinstance(outcome, str):
+                    not_running[provider] = outcome
+                    notes.append(outcome)
+                    print(f"answer_bench: {outcome}", file=sys.stderr)
+                else:
+                    results[split][provider], answers = outcome
+                    records += answers
         ingest_seconds = s.ingest_seconds
+        unavailable = s.unavailable
     print(table(results))
     return {
         "size": size,
-        "corpus": [
-            {
-                "name": p.name,
-                "package": p.package,
-                "version": p.version,
-                "path": p.path,
-                "collection": p.collection,
-                "bytes": len(p.data),
-            }
-            for p in pages
-        ],
-        "questions": {
-            "answerable": sum(q.answerable for q in questions),
-            "unanswerable": sum(not q.answerable for q in questions),
+        "splits_run": list(options.splits),
+        "corpus": {
+            split: [
+                {
+                    "name": f.document.name,
+                    "kind": f.document.kind,
+                    "generator": f.document.generator,
+                    "source": f.document.source,
+                    "package": f.document.package,
+                    "version": f.version,
+                    "path": f.document.path,
+                    "bytes": len(f.data),
+                    **({"note": f.note} if f.note else {}),
+                }
+                for f in fetched
+            ]
+            for split, fetched in prepared.fetched.items()
         },
+        "questions": {split: _counts([q for q in prepared.questions if q.split == split]) for split in options.splits},
+        "rejected": rejected,
+        "problems": list(prepared.corpus.problems),
+        "unfetched": prepared.unfetched,
+        "unavailable": unavailable,
         "settings": {
-            "top_k_per_collection": TOP_K,
+            "top_k": TOP_K,
             "naive_top_k": NAIVE_TOP_K,
             "streamed": STREAMED_QUESTIONS[size],
             "temperature": options.temperature,
         },
         "ingest_seconds": ingest_seconds,
+        "seconds": round(time.perf_counter() - started, 1),
         "llama": None if llama is None else {"base_url": llama.base_url, "model": llama.model},  # not its key
         "serve_env": serve_env(options),
         "load_average": {"before": [round(x, 1) for x in load_before], "after": [round(x, 1) for x in os.getloadavg()]},
+        "not_running": not_running,
         "notes": notes,
         "targets": TARGETS,
-        "providers": results,
+        "results": results,
+        "records": records,
         "summary": summary_rows(results),
     }
 
 
+def _counts(questions: Sequence[Question]) -> dict[str, Any]:
+    kinds: dict[str, int] = {}
+    for q in questions:
+        kinds[q.kind or "unknown"] = kinds.get(q.kind or "unknown", 0) + 1
+    return {
+        "answerable": sum(q.answerable for q in questions),
+        "unanswerable": sum(not q.answerable for q in questions),
+        "kinds": kinds,
+    }
+
+
 async def _one_provider(
-    s: Stack, provider: str, questions: Sequence[Question], llama: Llama | None, size: str, *, temperature: float
-) -> dict[str, Any] | str:
-    """The provider's summary, or why it did not run."""
+    s: Stack,
+    provider: str,
+    split: str,
+    questions: Sequence[Question],
+    llama: Llama | None,
+    *,
+    size: str,
+    temperature: float,
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | str:
+    """The provider's summary and records on the split, or why it did not run."""
     if provider == "extractive":
-        agent = await make_agent(s.admin, "Extractive", {"llm_provider": "extractive", "llm_model": "extractive"})
+        llm = {"llm_provider": "extractive", "llm_model": "extractive"}
+        agent = await make_agent(s.admin, f"Extractive {split}", llm, split)
         asked = await run_provider(s, agent, questions, streamed=len(questions), llama=None)
-        return summarise(provider, questions, asked)
+        return summarise(provider, split, questions, asked)
     if provider == "local":
-        agent_or_reason = await _local_agent(s, temperature)
+        agent_or_reason = await _local_agent(s, split, temperature)
         if isinstance(agent_or_reason, str):
             return agent_or_reason
         asked = await run_provider(s, agent_or_reason, questions, streamed=STREAMED_QUESTIONS[size], llama=llama)
-        return summarise(provider, questions, asked)
+        return summarise(provider, split, questions, asked)
     if provider == "naive":
         if llama is None:
-            return "naive peer skipped: no llama.cpp server (no local model running, no --llama-url)"
+            return "naive peer not running: no llama.cpp server (no local model running, no --llama-url)"
         config = {"temperature": temperature, "max_tokens": ANSWER_MAX_TOKENS}  # as Ragu's agents
-        return summarise(provider, questions, await run_naive(s, questions, llama, config))
+        return summarise(provider, split, questions, await run_naive(s, split, questions, llama, config))
     return f"unknown provider {provider!r}"
 
 
-async def _local_agent(s: Stack, temperature: float) -> dict[str, Any] | str:
+async def _local_agent(s: Stack, split: str, temperature: float) -> dict[str, Any] | str:
     """An agent on the embedded model, or why there is none (no model installed, or it did not start)."""
     catalog = await _local_ready(s)
     if isinstance(catalog, str):
         return catalog
     model = next(p["models"][0] for p in catalog["providers"] if p["provider"] == "local")
-    return await make_agent(s.admin, "Local", {"llm_provider": "local", "llm_model": model}, temperature=temperature)
+    llm = {"llm_provider": "local", "llm_model": model}
+    return await make_agent(s.admin, f"Local {split}", llm, split, temperature=temperature)
 
 
 async def _local_ready(s: Stack) -> dict[str, Any] | str:
@@ -1105,11 +1196,11 @@ async def _local_ready(s: Stack) -> dict[str, Any] | str:
         catalog: dict[str, Any] = (await s.admin.get("/kappi/admin/llms")).raise_for_status().json()
         local = next((p for p in catalog["providers"] if p["provider"] == "local"), None)
         if local is None:
-            return "local provider skipped: ragu serve runs no embedded model (none installed, or refused)"
+            return "local provider not running: ragu serve runs no embedded model (none installed, or refused)"
         if local["status"] == "ready":
             return catalog
         if local["status"] != "starting" or time.monotonic() > deadline:
-            return f"local provider skipped: the embedded model is {local['status']}"
+            return f"local provider not running: the embedded model is {local['status']}"
         await asyncio.sleep(1)
 
 
@@ -1134,22 +1225,28 @@ async def _llama(s: Stack, options: Options) -> Llama | None:
 
 
 def rescore(result: dict[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
-    """A saved result judged again with today's scoring (its stored answers, nothing asked again)."""
-    names = {f.name for f in fields(Asked)}
-    providers = {
-        name: summarise(
-            name,
-            questions,
-            [Asked(**{"answer": "", "cited": [], **{k: v for k, v in a.items() if k in names}}) for a in p["answers"]],
-        )
-        for name, p in result["providers"].items()
-    }
-    return {**result, "providers": providers, "summary": summary_rows(providers)}
+    """A saved result judged again with today's scoring and today's questions (its records, nothing asked
+    again); records of questions that are gone are dropped."""
+    by_id = {q.id: q for q in questions}
+    grouped: dict[str, dict[str, list[Asked]]] = {}
+    for r in result.get("records", []):
+        if r["id"] in by_id:
+            grouped.setdefault(r["split"], {}).setdefault(r["provider"], []).append(asked_from(r))
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    records: list[dict[str, Any]] = []
+    for split, providers in grouped.items():
+        results[split] = {}
+        for provider, asked in providers.items():
+            asked_questions = [by_id[a.id] for a in asked]
+            results[split][provider], again = summarise(provider, split, asked_questions, asked)
+            records += again
+    return {**result, "results": results, "records": records, "summary": summary_rows(results)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the 10 questions marked quick")
+    parser.add_argument("--split", choices=(*SPLITS, "all"), default="all", help="which split's questions to ask")
+    parser.add_argument("--quick", action="store_true", help="a few questions per split, the small model")
     parser.add_argument("--providers", nargs="+", default=list(Options.providers), help="extractive local naive")
     parser.add_argument("--llama-url", help="a llama.cpp server for the naive peer and the raw comparison")
     parser.add_argument("--local-model", help="the model name to send that server")
@@ -1159,12 +1256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rescore", type=Path, metavar="RESULT", help="judge a saved result again, asking nothing")
     args = parser.parse_args(argv)
     if args.rescore:
-        result = rescore(json.loads(args.rescore.read_text(encoding="utf-8")), load_questions())
-        print(table(result["providers"]))
+        result = rescore(json.loads(args.rescore.read_text(encoding="utf-8")), load_splits().questions)
+        print(table(result["results"]))
         (args.out or args.rescore).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         return 0
     options = Options(
         quick=args.quick,
+        split=args.split,
         providers=tuple(args.providers),
         llama_url=args.llama_url,
         local_model=args.local_model,
