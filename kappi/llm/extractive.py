@@ -70,8 +70,10 @@ _PARAGRAPHS = re.compile(r"\n[ \t]*\n+")
 _SENTENCE_END = re.compile(
     r"(?<=[.!?])[\"'\u201d)]*\s+(?=\S)"  # after a sentence's closing punctuation
     r"|(?<=[.!?:])[ \t]*\n+"  # a line that ends a sentence or announces a list
-    r"|\n+(?=[ \t]+\S|\s*(?:[-*\u2022]|\d+[.)])\s)"  # before an indented line or a list item
+    r"|\n+(?=\s*(?:[-*\u2022]|\d+[.)])\s|\s*--?\w)"  # before a list item or a command's option
 )
+_DIGIT = re.compile(r"\d")
+_CELL = " | "
 _PAGE_NUMBER = re.compile(r"\s*[\d.]+\s*")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _CODE_CHARACTERS = "{}();=<>$`|\\[]"
@@ -116,7 +118,7 @@ def _is_heading(line: str, before: str | None, after: str | None) -> bool:
     text = line.strip().strip(_HEADING_MARKS)
     if not text or len(text.split()) > _HEADING_WORDS or text.endswith((".", "!", "?", ":", ",", ";")):
         return False
-    if _BULLET.match(line) or line[:1].isspace() or not any(c.isalpha() for c in text):
+    if _BULLET.match(line) or line[:1].isspace() or is_code(text) or not any(c.isalpha() for c in text):
         return False
     if before is None and after is None:
         return True
@@ -128,6 +130,12 @@ def _blocks(text: str) -> Iterator[tuple[bool, str]]:
     """The text's headings (``True``) and the runs of lines between them, in reading order."""
     for paragraph in _PARAGRAPHS.split(text.replace("\r\n", "\n").replace("\r", "\n")):
         lines = [line for line in paragraph.split("\n") if line.strip()]
+        if _is_table(lines):
+            header = not _DIGIT.search(lines[0]) and bool(_DIGIT.search(lines[1]))
+            if header:  # a first row without numbers over rows with them names the columns
+                yield True, " ".join(lines[0].split())
+            yield False, "\n".join(lines[header:])
+            continue
         run: list[str] = []
         titled = False  # the line before was a heading: a heading may follow it ("2.4 Routine", "Synopsis")
         for at, line in enumerate(lines):
@@ -177,7 +185,15 @@ class Analysed(NamedTuple):
     """Every sentence's words: which passages hold a quote (overlapping chunks share sentences)."""
 
 
+def _is_table(lines: Sequence[str]) -> bool:
+    """Rows of cells as the parsers write a table (``a | b | c``), one per line."""
+    return len(lines) > 1 and all(_CELL in line for line in lines)
+
+
 def _sentences(paragraph: str) -> list[Sentence]:
+    lines = paragraph.split("\n")
+    if _is_table(lines):  # each row is a statement of its own, in symbols that are not code
+        return [Sentence(row, _words(row), True, False, states_value(row)) for row in map(str.strip, lines)]
     out = []
     for piece in _SENTENCE_END.split(paragraph):
         text = " ".join(_BULLET.sub("", piece).split())
@@ -320,7 +336,7 @@ class _Scorer:
         return chosen, covered
 
     def _announces(self, sentence: Sentence) -> bool:
-        if sentence.text.endswith(":"):
+        if sentence.text.endswith((":", "?")):
             return True
         own = {stem(w) for w in sentence.words.split() if w not in STOP_WORDS and len(w) > 1}
         own -= self.query.stems
@@ -343,7 +359,7 @@ def _windows(query: _Query, passages: Sequence[Passage], per_passage: Sequence[A
                     coverage = scorer.share(covered)
                     focus = scorer.share(terms | scorer.titled)
                     typed = not query.want_value or any(section.sentences[i].value for i in quoted)
-                    rank = (by_name, typed, round(coverage, 6), round(focus, 6), -len(quoted), passage.score, -n)
+                    rank = (by_name, round(coverage, 6), typed, round(focus, 6), -len(quoted), passage.score, -n)
                     found.append(_Window(rank, coverage, n, section, tuple(quoted)))
     return found
 
@@ -423,8 +439,9 @@ def extract_answer(
     query = _query(question, passages, per_passage)
     if query is None:
         return [NOTHING_MATCHES]
-    best = max(_windows(query, passages, per_passage), key=lambda w: w.rank, default=None)
-    if best is None or best.coverage < MIN_COVERAGE:
+    answering = [w for w in _windows(query, passages, per_passage) if w.coverage >= MIN_COVERAGE]
+    best = max(answering, key=lambda w: w.rank, default=None)
+    if best is None:
         return [NOTHING_MATCHES]
     text = _quote(best, query.needles, max_sentence_chars)
     quoted = [best.section.sentences[i].words for i in best.quoted]

@@ -152,3 +152,45 @@ def test_passages_that_share_one_common_word_with_the_question_do_not_answer_it(
     assert extract_answer(question, [passage(1, limits)]) == [NOTHING_MATCHES]
     assert key_terms(question) == ["default", "weight", "glob", "pattern", "maximum"]
     assert key_terms("How do I use the VPN and what do I need to get?") == ["vpn"]
+
+
+def test_a_tables_row_answers_under_the_row_that_names_its_columns() -> None:
+    table = "name | colour | first flowered\nAster | violet | 1998-05-01\nBorage | blue | 2001-06-12"
+    assert extract_answer("Which colour does the Borage have?", [passage(1, table)]) == [
+        "name | colour | first flowered: Borage | blue | 2001-06-12",
+        " [1]",
+    ]
+
+
+def test_a_question_the_text_asks_itself_is_quoted_with_the_sentence_that_answers_it() -> None:
+    text = (
+        "The linter reports unused imports on every run.\n\n"
+        "How do you silence it for one file? Add a comment naming the rule at the top of that file."
+    )
+    assert extract_answer("How do I silence the linter for one file?", [passage(1, text)]) == [
+        "The linter reports unused imports on every run. How do you silence it for one file? Add a comment naming "
+        "the rule at the top of that file.",
+        " [1]",
+    ]
+
+
+def test_a_sentence_wrapped_over_indented_lines_is_one_sentence() -> None:
+    """Regression: a plain-text file's indented continuation line was cut off as a sentence of its own, so the
+    answer stopped at "expected to last for"."""
+    text = "Release cycle\n\n  A release cycle is expected to last for\n  eight to ten weeks, then a freeze begins."
+    assert extract_answer("How long does a release cycle last?", [passage(1, text)]) == [
+        "Release cycle: A release cycle is expected to last for eight to ten weeks, then a freeze begins.",
+        " [1]",
+    ]
+
+
+def test_a_window_below_the_threshold_is_never_preferred_for_stating_a_number() -> None:
+    """Regression: asked "which option shows the number ...", a window holding one common term and a digit outranked
+    the one holding most of the question, and the answer was declined."""
+    text = (
+        "Steps 1) to 3) repeat until one commit is left.\n\n"
+        "Debugging\n\n"
+        "To see the weight given to each commit, use the list command with its --show-weights option."
+    )
+    question = "Which list option shows the weight number given to each commit?"
+    assert extract_answer(question, [passage(1, text)])[0].endswith("its --show-weights option.")
