@@ -22,6 +22,7 @@ import pymupdf
 from chonkit.document.parsing import ocr
 from chonkit.document.parsing.blocks import BlockBuilder
 from chonkit.document.parsing.config import PageRange, ParseConfig
+from chonkit.document.parsing.page_furniture import strip_furniture
 from common.errors import InvalidInput
 
 EOF_MARKER = b"%%EOF"
@@ -82,6 +83,7 @@ def _parse_pages(
                 raise _corrupt("it has no pages")
             groups = page_groups(config, page_count)
             texts, recognised = _text_layers(document, groups, config, stop)
+            texts = strip_furniture(texts)
             if recognise:
                 ocr.check_ocr_pages(len(recognised))
             outline = _outline(document)
