@@ -972,9 +972,11 @@ def table(splits: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     lines = ["split provider   kind      " + "".join(f"{c:>21}" for c in _COLUMNS)]
     for split, providers in splits.items():
         for name, result in providers.items():
-            lines.append(f"{split:<6}{name:<11}{'all':<10}" + "".join(f"{_cell(result.get(c)):>21}" for c in _COLUMNS))
+            lines.append(
+                f"{split:<6}{name:<11}{'all':<10}" + "".join(f"{_cell(result.get(c), c):>21}" for c in _COLUMNS)
+            )
             for kind, shares in (result.get("kinds") or {}).items():
-                cells = "".join(f"{_cell(shares.get(c)):>21}" for c in _COLUMNS)
+                cells = "".join(f"{_cell(shares.get(c), c):>21}" for c in _COLUMNS)
                 lines.append(f"{'':<17}{kind:<10}{cells}")
             raw = result.get("raw") or {}
             if raw.get("pairs"):
@@ -985,12 +987,16 @@ def table(splits: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def _cell(value: object) -> str:
+def _cell(value: object, column: str = "") -> str:
+    """Shares as percentages; counts, rates and milliseconds as numbers."""
     if value is None:
         return "-"
-    if isinstance(value, float) and value <= 1:
+    if isinstance(value, float) and column not in _NUMBERS:
         return f"{value:.0%}"
-    return f"{value}"
+    return f"{value:.2f}" if isinstance(value, float) and column == "citations_per_answer" else f"{value}"
+
+
+_NUMBERS = {"wrong_but_cited", "citations_per_answer", "latency_ms_p50", "latency_ms_p95"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
