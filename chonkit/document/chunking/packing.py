@@ -22,6 +22,7 @@ from chonkit.document.chunking.tokens import TokenCounter, TokenOffsets
 Spans = tuple[list[int], list[int]]
 
 _NON_SPACE = re.compile(r"\S")
+_LINE = re.compile(r"\S(?:[^\n]*\S)?")
 
 
 class Meter:
@@ -107,6 +108,16 @@ def split_region(
     return [starts[first] for first, _ in first_last], [ends[last] for _, last in first_last]
 
 
+def line_spans(text: str, start: int, end: int) -> Spans:
+    """The lines of ``text[start:end]`` that hold text, from their first to their last non-space character."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for match in _LINE.finditer(text, start, end):
+        starts.append(match.start())
+        ends.append(match.end())
+    return starts, ends
+
+
 def _character_windows(
     text: str, start: int, end: int, size: int, overlap: int, *, reserve: Reserve | None, breaks: Sequence[int]
 ) -> Spans:
@@ -159,7 +170,10 @@ def _windows(
 def _refine(
     text: str, starts: list[int], ends: list[int], budget: int, meter: Meter, *, into_words: bool
 ) -> tuple[list[int], list[int], list[int]]:
-    """Replace atoms larger than ``budget`` by words (``into_words``) or by pieces of a word."""
+    """Replace atoms larger than ``budget`` by their lines, then words (``into_words``), or by pieces of a word.
+
+    Lines before words: a block of code has no sentences, and a window that starts mid-line loses the line's
+    indentation and its start."""
     costs = meter.costs(text, starts, ends)
     if not costs or max(costs) <= budget:
         return starts, ends, costs
@@ -172,7 +186,9 @@ def _refine(
             out_ends.append(last)
             out_costs.append(cost)
             continue
-        if into_words:
+        if into_words and len((lines := line_spans(text, first, last))[0]) > 1:
+            pieces = _refine(text, *lines, budget, meter, into_words=True)
+        elif into_words:
             words = word_spans(text, first, last)
             pieces = _refine(text, *words, budget, meter, into_words=False)
         else:
