@@ -16,6 +16,7 @@ chosen: change one, replay, read what it does to the whole split.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import sys
@@ -27,8 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.answer_bench import CITATION_MARK, QUESTIONS, Question, Scored, score
+from common.embedders.registry import default_registry
 from kappi.llm import extractive
 from kappi.llm.base import Passage
+from kappi.llm.extractive import Embed
+from kappi.llm.registry import local_embed
 
 DEV = Path(__file__).resolve().parent / "answers" / "splits" / "dev"
 
@@ -103,13 +107,18 @@ class Replayed:
     ms: float
 
 
-def replay(asked: Sequence[Asked], questions: dict[str, Question]) -> list[Replayed]:
-    """Each question answered again, cold (no passage's analysis cached from the question before)."""
+def replay(asked: Sequence[Asked], questions: dict[str, Question], embed: Embed | None = None) -> list[Replayed]:
+    """Each question answered again, cold (no passage's analysis cached from the question before); with ``embed``,
+    as the provider answers with an embedder (:func:`kappi.llm.extractive.checked_answer`)."""
     out = []
     for one in asked:
         extractive.analysed.cache_clear()
         started = time.perf_counter()
-        answer = "".join(extractive.extract_answer(one.question, one.passages))
+        if embed is None:
+            pieces = extractive.extract_answer(one.question, one.passages)
+        else:
+            pieces = asyncio.run(extractive.checked_answer(one.question, one.passages, embed))
+        answer = "".join(pieces)
         ms = (time.perf_counter() - started) * 1000
         out.append(Replayed(one, answer, score(questions[one.id], answer, cited_documents(answer, one.passages)), ms))
     return out
@@ -136,14 +145,14 @@ def figures(replayed: Sequence[Replayed]) -> dict[str, Any]:
     }
 
 
-def sweep(setting: str, asked: Sequence[Asked], questions: dict[str, Question]) -> None:
+def sweep(setting: str, asked: Sequence[Asked], questions: dict[str, Question], embed: Embed | None) -> None:
     """One line of figures per value of a module constant of :mod:`kappi.llm.extractive` (restored after)."""
     name, values = setting.split("=", 1)
     kept = getattr(extractive, name)
     try:
         for value in values.split(","):
             setattr(extractive, name, type(kept)(value))
-            print(json.dumps({f"{name}={value}": figures(replay(asked, questions))}))
+            print(json.dumps({f"{name}={value}": figures(replay(asked, questions, embed))}))
     finally:
         setattr(extractive, name, kept)
 
@@ -154,14 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, nargs="*", help="question files (default: the dev split's)")
     parser.add_argument("--show", choices=("none", "wrong", "all"), default="none")
     parser.add_argument("--sweep", metavar="NAME=V1,V2", help="the figures at each value of an extractive constant")
+    parser.add_argument("--embed", action="store_true", help="check quotes with the local embedder, as served")
     args = parser.parse_args(argv)
     paths = args.questions or sorted(DEV.glob("*.json")) or [QUESTIONS]
     questions, kinds = load_questions(paths)
     asked = [a for path in args.result for a in recorded(json.loads(path.read_text(encoding="utf-8")), questions)]
+    embed = local_embed(default_registry()) if args.embed else None
     if args.sweep:
-        sweep(args.sweep, asked, questions)
+        sweep(args.sweep, asked, questions, embed)
         return 0
-    replayed = replay(asked, questions)
+    replayed = replay(asked, questions, embed)
     print(json.dumps({"all": figures(replayed)}))
     for kind in sorted(Counter(kinds[r.asked.id] for r in replayed)):
         print(json.dumps({kind: figures([r for r in replayed if kinds[r.asked.id] == kind])}))

@@ -32,7 +32,7 @@ from kappi.agent.service import AgentService, llm_defaults
 from kappi.chat.controller import AgentController, ChatController
 from kappi.chat.service import ChatService
 from kappi.llm.controller import LlmAdminController
-from kappi.llm.registry import LlmRegistry, LocalLlm, default_llm_registry
+from kappi.llm.registry import LlmRegistry, LocalLlm, default_llm_registry, local_embed
 from kappi.retrieval.service import QueryVectors, Retriever
 
 
@@ -142,6 +142,7 @@ def create_app(
         timeout_seconds=settings.llm_timeout_seconds,
         local=local_llm,
         local_refused=local_llm_refused,
+        extractive_embed=local_embed(clients.embedders),
     )
 
     rerankers = rerankers or default_rerankers(

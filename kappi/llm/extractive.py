@@ -30,11 +30,16 @@ passage's analysis is cached by its text (the same chunks come back question aft
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 import unicodedata
-from collections.abc import AsyncGenerator, Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 from kappi.llm.base import LlmEvent, LlmRequest, Passage, Token, Usage
 from kappi.llm.words import (
@@ -50,6 +55,7 @@ from kappi.llm.words import (
     stem,
 )
 
+log = logging.getLogger(__name__)
 EXTRACTIVE_MODEL = "extractive"
 NOTHING_FOUND = "The documents you have access to say nothing about this question."
 """No passage was given (or none holds a sentence)."""
@@ -59,6 +65,10 @@ ANALYSED_PASSAGES = 4096
 """Passages whose analysis is kept (a few KB each for a 1 KB chunk)."""
 MIN_COVERAGE = 0.35
 """The share of the question's term weight the best window (with its heading) must hold to answer."""
+CHECKED_MIN_COVERAGE = 0.3
+""":data:`MIN_COVERAGE` when the embedder checks the quote (:func:`checked_answer`)."""
+MIN_SIMILARITY = 0.5
+"""The cosine between the question's and the quote's embeddings under which a checked quote is declined."""
 MIN_ADDED_SHARE = 0.05
 """A neighbour joins the window only if it adds at least this share of the question's weight."""
 LEAD_IN_NEW_WORDS = 1
@@ -425,13 +435,19 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def extract_answer(
-    question: str, passages: Sequence[Passage], *, max_passages: int = 3, max_sentence_chars: int = 600
+    question: str,
+    passages: Sequence[Passage],
+    *,
+    max_passages: int = 3,
+    max_sentence_chars: int = 600,
+    min_coverage: float | None = None,
 ) -> list[str]:
     """The answer as the pieces it is streamed in: the cited quote of the window that answers (see the module's
     docstring), or one line saying nothing answers.
 
     ``max_passages`` bounds the passages cited for the same quote (overlapping chunks often hold the same
-    sentences); ``max_sentence_chars`` bounds the quote (``…`` marks a cut).
+    sentences); ``max_sentence_chars`` bounds the quote (``…`` marks a cut); ``min_coverage`` replaces
+    :data:`MIN_COVERAGE` (:func:`checked_answer` lowers it, its similarity check declining instead).
     """
     per_passage = [analysed(passage.text) for passage in passages]
     if not any(a.sections for a in per_passage):
@@ -439,7 +455,8 @@ def extract_answer(
     query = _query(question, passages, per_passage)
     if query is None:
         return [NOTHING_MATCHES]
-    answering = [w for w in _windows(query, passages, per_passage) if w.coverage >= MIN_COVERAGE]
+    least = MIN_COVERAGE if min_coverage is None else min_coverage
+    answering = [w for w in _windows(query, passages, per_passage) if w.coverage >= least]
     best = max(answering, key=lambda w: w.rank, default=None)
     if best is None:
         return [NOTHING_MATCHES]
@@ -451,27 +468,50 @@ def extract_answer(
     return [text, " " + "".join(f"[{c}]" for c in dict.fromkeys(citing[:max_passages]))]
 
 
+Embed = Callable[[Sequence[str]], Awaitable["npt.NDArray[np.float32]"]]
+"""Texts to unit vectors: the embedder Ragu has loaded (:func:`kappi.llm.registry.local_embed`)."""
+
+
+async def checked_answer(
+    question: str, passages: Sequence[Passage], embed: Embed, *, max_passages: int = 3, max_sentence_chars: int = 600
+) -> list[str]:
+    """:func:`extract_answer` down to :data:`CHECKED_MIN_COVERAGE`, its quote declined when its embedding's cosine
+    to the question's is under :data:`MIN_SIMILARITY`: words a near miss shares with a passage do not make the
+    passage say what it asks. When the embedder fails, the answer is the unchecked one at :data:`MIN_COVERAGE`."""
+    sizes = {"max_passages": max_passages, "max_sentence_chars": max_sentence_chars}
+    pieces = extract_answer(question, passages, min_coverage=CHECKED_MIN_COVERAGE, **sizes)
+    if pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
+        return pieces
+    try:
+        vectors = await embed([question, pieces[0]])
+    except Exception:  # an embedder that fails leaves the answer to the words alone
+        log.warning("extractive: the similarity check failed; answering on the words alone", exc_info=True)
+        return extract_answer(question, passages, **sizes)
+    return pieces if float(vectors[0] @ vectors[1]) >= MIN_SIMILARITY else [NOTHING_MATCHES]
+
+
 class ExtractiveProvider:
-    """Streams :func:`extract_answer` for the last user message, then zero usage."""
+    """Streams :func:`checked_answer` (with an embedder) or :func:`extract_answer` for the last user message,
+    then zero usage."""
 
     name = "extractive"
     reads_system_prompt = False
 
-    def __init__(self, *, max_passages: int = 3, max_sentence_chars: int = 600) -> None:
+    def __init__(self, *, max_passages: int = 3, max_sentence_chars: int = 600, embed: Embed | None = None) -> None:
         self._max_passages = max_passages
         self._max_sentence_chars = max_sentence_chars
+        self._embed = embed
 
     def models(self) -> list[str]:
         return [EXTRACTIVE_MODEL]
 
     async def stream(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
         question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
-        pieces = extract_answer(
-            question,
-            request.passages,
-            max_passages=self._max_passages,
-            max_sentence_chars=self._max_sentence_chars,
-        )
+        sizes = {"max_passages": self._max_passages, "max_sentence_chars": self._max_sentence_chars}
+        if self._embed is None:
+            pieces = extract_answer(question, request.passages, **sizes)
+        else:
+            pieces = await checked_answer(question, request.passages, self._embed, **sizes)
         for piece in pieces:
             yield Token(text=piece)
         yield Usage(input_tokens=0, output_tokens=0)

@@ -7,11 +7,13 @@ from typing import Protocol
 
 import msgspec
 
+from common.embedders.base import EmbedderRegistry, Vectors
+from common.embedders.local import MINILM_L6_V2
 from common.errors import InvalidInput
 from common.registry import Registry
 from kappi.llm.base import LlmProvider
 from kappi.llm.cohere_chat import COHERE_CHAT_MODELS, CohereChatProvider
-from kappi.llm.extractive import ExtractiveProvider
+from kappi.llm.extractive import Embed, ExtractiveProvider
 from kappi.llm.openai_compatible import OpenAICompatibleProvider
 
 EXTRACTIVE = "extractive"
@@ -172,6 +174,7 @@ def default_llm_registry(
     timeout_seconds: float = 60.0,
     local: LocalLlm | None = None,
     local_refused: str | None = None,
+    extractive_embed: Embed | None = None,
 ) -> LlmRegistry:
     """The one place that lists LLM providers: ``extractive`` always, the others when configured.
 
@@ -187,8 +190,10 @@ def default_llm_registry(
         timeout_seconds: Longest wait for an upstream's response and for each streamed event.
         local: The embedded llama.cpp server, offered as ``local`` through the same OpenAI-compatible provider.
         local_refused: Why the configured local model was refused; its agents' answers say so.
+        extractive_embed: The embedder ``extractive`` checks its quotes with (:func:`local_embed`); without it,
+            it answers on the question's words alone.
     """
-    providers: list[LlmProvider] = [ExtractiveProvider()]
+    providers: list[LlmProvider] = [ExtractiveProvider(embed=extractive_embed)]
     if cohere_api_key:
         providers.append(
             CohereChatProvider(
@@ -219,3 +224,13 @@ def default_llm_registry(
             )
         )
     return LlmRegistry(providers, local=local, local_refused=local_refused)
+
+
+def local_embed(embedders: EmbedderRegistry) -> Embed:
+    """The process's local embedder as ``extractive``'s similarity check calls it: the one Ragu loads anyway (for
+    its default collections), taken from the registry only when first called."""
+
+    async def embed(texts: Sequence[str]) -> Vectors:
+        return await embedders.get(MINILM_L6_V2.spec.provider, MINILM_L6_V2.spec.model).embed_documents(texts)
+
+    return embed

@@ -3,11 +3,24 @@ answer every time."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kappi.llm import ChatMessage, LlmRequest, Passage, Token, Usage, complete, extractive
-from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, ExtractiveProvider, extract_answer
+from kappi.llm.extractive import (
+    MIN_SIMILARITY,
+    NOTHING_FOUND,
+    NOTHING_MATCHES,
+    Embed,
+    ExtractiveProvider,
+    checked_answer,
+    extract_answer,
+)
 from kappi.llm.words import question_stems
 
 HANDBOOK = (
@@ -133,3 +146,32 @@ def test_any_text_gives_only_sentences_quoted_from_its_passage(text: str, questi
     assert cited == " [1]"
     for word in quote.replace("…", " ").split():  # the heading's ": " is the only text of its own
         assert word in text or word.removesuffix(":") in text
+
+
+def fake_embed(similarity: float | None) -> Embed:
+    """Unit vectors whose cosine is ``similarity``; ``None``: the embedder fails."""
+
+    async def embed(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if similarity is None:
+            raise RuntimeError("embedder down")
+        other = math.sqrt(1 - similarity**2)
+        return np.array([[1.0, 0.0], [similarity, other]], dtype=np.float32)[: len(texts)]
+
+    return embed
+
+
+async def test_with_an_embedder_a_quote_unlike_the_question_is_declined() -> None:
+    passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ)]
+    question = "Who approves holiday requests?"
+    alike = ExtractiveProvider(embed=fake_embed(MIN_SIMILARITY + 0.1))
+    assert (await complete(alike, request(question, passages)))[0] == (
+        "Holiday requests are approved by your manager. [2]"
+    )
+    unlike = ExtractiveProvider(embed=fake_embed(MIN_SIMILARITY - 0.1))
+    assert (await complete(unlike, request(question, passages)))[0] == NOTHING_MATCHES
+
+
+async def test_when_the_embedder_fails_the_answer_rests_on_the_words_alone() -> None:
+    passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ)]
+    pieces = await checked_answer("Who approves holiday requests?", passages, fake_embed(None))
+    assert pieces == extract_answer("Who approves holiday requests?", passages)
