@@ -7,8 +7,8 @@ Run from the repository root::
 Each line of ``RECORDS.jsonl`` is one question of the answer bench's **dev** split (never the test split: the
 thresholds are chosen here): ``id``, ``question``, ``facts`` (empty for an unanswerable question), ``passages``
 (what Ragu's retrieval gave, each with its ``citation`` and ``text``; none when the relevance floor declined),
-``raw`` (the model's answer to Ragu's prompt over them, as the llama.cpp server gave it) and optionally
-``instructions`` (the system prompt, screened as the pipeline does).
+``raw`` (the model's answer to Ragu's prompt over them, as the llama.cpp server gave it) and ``instructions`` (the
+system prompt) or the ``messages`` sent: with the passages' collection instructions, screened as the pipeline does.
 
 Each raw answer goes through :class:`~kappi.chat.grounding.Grounder` and, when every sentence was dropped or
 declined, :func:`~kappi.chat.grounding.quoted_instead`, as ``kappi.chat.answering`` does; the result is scored
@@ -87,6 +87,8 @@ def _passage(p: dict[str, Any]) -> Passage:
 class Outcome:
     answer: str
     cited: list[int]
+    quoted: bool = False
+    """The extractive quote stands in for the model's answer (every sentence dropped, or only a decline)."""
 
 
 def grounded(record: Record, threshold: float, relation: float) -> Outcome:
@@ -102,7 +104,7 @@ def grounded(record: Record, threshold: float, relation: float) -> Outcome:
     if grounder.rested_on_nothing or declined:
         quoted = grounding.quoted_instead(record.question, record.passages, over_a_decline=declined)
         if quoted is not None:
-            text, cited = quoted
+            return Outcome(*quoted, quoted=True)
     return Outcome(text, cited)
 
 
@@ -121,14 +123,19 @@ class Score:
     unanswerable: int = 0
     declined: int = 0
     wrong_but_cited: int = 0
+    quoted: int = 0
+    model_facts: int = 0
+    """Answerable questions whose facts the model's own kept sentences state (no quote standing in)."""
 
     def add(self, record: Record, outcome: Outcome) -> str:
         """Adds one answer; returns its verdict."""
         refused = is_refusal(outcome.answer)
+        self.quoted += outcome.quoted
         if record.answerable:
             self.answerable += 1
             stated = states_facts(outcome.answer, record.facts)
             self.facts += stated
+            self.model_facts += stated and not outcome.quoted
             self.refused += refused
             return "facts" if stated else "refused" if refused else "missed"
         self.unanswerable += 1
@@ -140,7 +147,8 @@ class Score:
     def line(self) -> str:
         return (
             f"facts {self.facts}/{self.answerable}  refused {self.refused}/{self.answerable}  "
-            f"declined {self.declined}/{self.unanswerable}  wrong-but-cited {self.wrong_but_cited}"
+            f"declined {self.declined}/{self.unanswerable}  wrong-but-cited {self.wrong_but_cited}  "
+            f"(model's own facts {self.model_facts}, quoted {self.quoted})"
         )
 
 

@@ -219,6 +219,8 @@ _QUOTED = re.compile(r"[\"\u201c`]([^\"\u201c\u201d`\n]{2,60})[\"\u201d`]|(?<!\w
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_WRAPPED = re.compile(r"(?<=[^\s.!?:|])\n(?=[ \t]*[a-z(])")
+"""A line break inside a sentence (of a PDF's or a text file's wrapped lines): the next line goes on in lower case."""
 _STRAIGHT = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _MAX_SPANS = 64
 """Combinations of paragraphs tried for a claim's exact tokens (a few tokens, a few paragraphs each)."""
@@ -262,6 +264,7 @@ class Claim:
     about: tuple[str, ...]
     own: tuple[str, ...]
     exact: frozenset[tuple[str, str]]
+    words: str
     new: bool
     """Whether it says anything the question does not: a lead-in, an empty item or the question restated do not."""
 
@@ -274,7 +277,7 @@ def claim_of(sentence: str, question: str) -> Claim:
     own = tuple(s for s in about if s not in asked)
     exact = frozenset(_exact(text))
     new = bool(own or exact - _exact(question)) and not text.endswith(":")
-    return Claim(about or tuple(key_terms(question)), own, exact, new)
+    return Claim(about or tuple(key_terms(question)), own, exact, _words(text), new)
 
 
 @dataclass(frozen=True)
@@ -304,7 +307,8 @@ class _Read:
     def of(cls, passage: Passage) -> _Read:
         names = f"{passage.document_name or ''} {passage.collection} {passage.instruction or ''}"
         paragraphs = tuple(
-            tuple(_Text.of(t) for t in _SENTENCES.split(p) if t.strip()) for p in _PARAGRAPH.split(passage.text)
+            tuple(_Text.of(t) for t in _SENTENCES.split(p) if t.strip())
+            for p in _PARAGRAPH.split(_WRAPPED.sub(" ", passage.text))
         )
         return cls(passage, tuple(p for p in paragraphs if p), _Text.of(re.sub(r"[\W_]+", " ", names)))
 
@@ -335,6 +339,15 @@ def _share(stems: Sequence[str], words: str) -> float:
     return sum(f" {s}" in words for s in stems) / len(stems) if stems else 1.0
 
 
+def _names_source(token: tuple[str, str], claim: Claim, read: _Read) -> bool:
+    """Whether the token names the passage's source: a name its labels hold, or a number the claim states only after a
+    word of them ("the PostgreSQL 15 manual"), not one it states of anything else."""
+    if not _stands(token, read.labels, read.passage):
+        return False
+    before = re.findall(rf"(\S+) {re.escape(token[1])}(?= |$)", claim.words)
+    return token[0] != "number" or (bool(before) and all(f" {w} " in read.labels.words + " " for w in before))
+
+
 def _stating(token: tuple[str, str], claim: Claim, read: _Read) -> list[int]:
     """The paragraphs with a sentence that states the token and speaks of what the claim does (a number in a
     sentence about something else is no evidence)."""
@@ -347,15 +360,15 @@ def _stating(token: tuple[str, str], claim: Claim, read: _Read) -> list[int]:
 
 def _windows(claim: Claim, read: _Read) -> Iterable[str]:
     """The words of each window of the passage that states every exact token of the claim (none when one
-    stands nowhere in it): the paragraphs from the one before the first stating one (a setting's name above
-    its description) to the last; the whole passage when its labels hold every exact token."""
+    stands nowhere in it): the paragraphs stating them and one either side (a name above its description, a
+    description below its name); the whole passage when its labels hold every exact token."""
     places = []
     for token in claim.exact:
-        if not _stands(token, read.labels, read.passage):
+        if not _names_source(token, claim, read):
             places.append(_stating(token, claim, read))
     words = ["".join(t.words for t in sentences) for sentences in read.paragraphs]
     for chosen in itertools.islice(itertools.product(*places), _MAX_SPANS):
-        span = words[max(min(chosen) - 1, 0) : max(chosen) + 1] if chosen else words
+        span = words[max(min(chosen) - 1, 0) : max(chosen) + 2] if chosen else words
         yield "".join(span) + read.labels.words
 
 
@@ -562,8 +575,7 @@ class Grounder:
             self.dropped.append("no_source")
             return ""
         if citation not in valid:
-            checked = _MARKER.sub("", checked).rstrip()
-            checked = f"{checked} [{citation}]{sentence[len(sentence.rstrip()) :]}"
+            checked = _recited(checked, citation)
         self._cite([citation])
         return self._kept(checked + gap)
 
@@ -608,6 +620,15 @@ def quoted_instead(
     checked = Grounder(passages, question, attribute=False)
     text = checked.feed("".join(pieces)) + checked.finish()
     return text, checked.cited
+
+
+def _recited(sentence: str, citation: int) -> str:
+    """The sentence citing ``citation`` in place of what it cited (at its first marker), or after it."""
+    first = _MARKER.search(sentence)
+    if first is None:
+        stripped = sentence.rstrip()
+        return f"{stripped} [{citation}]{sentence[len(stripped) :]}"
+    return sentence[: first.start()] + f"[{citation}]" + _MARKER.sub("", sentence[first.end() :])
 
 
 def _held_tail(text: str) -> str:

@@ -598,3 +598,76 @@ def test_a_sentence_that_only_restates_a_which_question_claims_nothing_even_cite
     assert run(grounder, ["Employees get paid holiday days. [2]"]) == UNSUPPORTED_ONLY
     assert grounder.rested_on_nothing
     assert grounder.cited == []
+
+
+# One method for every sentence, cited or not (#27)
+
+SETTINGS = (
+    "Resource settings\n\nqueue_depth (integer)\n\nSets how many requests one worker may hold waiting. The default is "
+    "16 requests.\n\nworker_count (integer)\n\nSets how many workers serve requests at once. The default is four."
+)
+SETTINGS_PASSAGES = [passage(1, LAPTOPS), passage(2, SETTINGS)]
+
+
+def test_a_cited_sentence_stating_a_number_its_passage_does_not_is_dropped() -> None:
+    """Regression (#27, Qwen 0.5B asked what no document says): a sentence carrying the model's own ``[2]`` was
+    shown as it came, its invented number unchecked; a citation makes no claim true."""
+    grounder = Grounder(SETTINGS_PASSAGES, "How many requests may wait at most in one worker's queue?")
+    assert run(grounder, ["The most a worker's queue can hold is 24. [2]"]) == UNSUPPORTED_ONLY
+    assert grounder.dropped == ["no_source"]
+    assert grounder.cited == []
+
+
+def test_a_cited_sentence_naming_a_key_its_passage_does_not_is_dropped() -> None:
+    """Regression (#27): an invented configuration key, cited, was shown: every name spelled like code, quoted or
+    written as an option must stand in the passage the sentence rests on."""
+    question = "Which setting limits the size of each request?"
+    for invented in (
+        "Set max_request_size to limit it. [2]",
+        'Set "request_limit" in the config. [2]',
+        "Use --max-size. [2]",
+    ):
+        assert run(Grounder(SETTINGS_PASSAGES, question), [invented]) == UNSUPPORTED_ONLY
+    kept = run(Grounder(SETTINGS_PASSAGES, "Which setting sets how many requests one worker may hold waiting?"), [
+        "The queue_depth setting does. [2]"
+    ])  # fmt: skip
+    assert kept == "The queue_depth setting does. [2]"
+
+
+def test_a_list_of_empty_items_claims_nothing_even_cited() -> None:
+    """Regression (#27): "Here are the steps: 1. 2. 3." with a citation was a cited answer; a lead-in and items with
+    nothing in them claim nothing, so alone the answer rested on nothing."""
+    grounder = Grounder(SETTINGS_PASSAGES, "How do I add a worker?")
+    assert run(grounder, ["Here are the steps: 1. 2. 3. 4. [2]"]) == UNSUPPORTED_ONLY
+    assert grounder.rested_on_nothing
+    assert grounder.cited == []
+    assert not claim_of("2.", "How do I add a worker?").new
+    assert claim_of("The default is 3.", "How many workers are there?").new  # a number ending a sentence is a claim
+
+
+def test_a_true_number_of_something_the_question_does_not_ask_about_is_no_answer() -> None:
+    """A near miss: asked what the passage does not say, a sentence stating a number the passage gives for another
+    setting rests on a window that speaks of that setting, not of the question's terms."""
+    question = "How long may a worker stay idle before it is stopped?"
+    grounder = Grounder(SETTINGS_PASSAGES, question)
+    assert run(grounder, ["A worker may stay idle for 16 seconds. [2]"]) == UNSUPPORTED_ONLY
+    right = "By default, one worker may hold 16 requests waiting."
+    assert run(Grounder(SETTINGS_PASSAGES, "How many requests may one worker hold waiting?"), [right]) == (
+        right + " [2]"
+    )
+
+
+def test_a_sentence_citing_a_passage_that_does_not_hold_it_cites_the_one_that_does() -> None:
+    grounder = Grounder(SETTINGS_PASSAGES, "How many workers serve requests at once by default?")
+    assert run(grounder, ["Four workers serve requests at once by default [1]."]) == (
+        "Four workers serve requests at once by default [2]."
+    )
+    assert grounder.cited == [2]
+
+
+def test_a_number_on_a_wrapped_line_is_read_with_the_words_before_it() -> None:
+    """A PDF's or a text file's lines break inside sentences: the number on the next line is still stated with the
+    words it follows."""
+    wrapped = passage(1, "The solver runs until its iteration limit is\nreached, which is 100 unless set\notherwise.")
+    question = "How many iterations does the solver run at most?"
+    assert support("The solver's iteration limit is 100.", question, [wrapped])[0] == 1
