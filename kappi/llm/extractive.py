@@ -4,27 +4,33 @@ It is the fallback so Ragu answers usefully with no model, no API key and no net
 not by rules for kinds of text: **the weighted share of the question's key terms a sentence window holds**. A
 window is a sentence with its neighbours inside one section of one passage (a section: a heading and the
 sentences under it); its heading counts as part of it, since manuals put a subject in a heading
-("max_connections (integer)") and its facts in the sentences below. Each key term (a question word minus stop and
-weak words, crudely stemmed) weighs its inverse document frequency over the passages' sentences and headings, the
-BM25 statistic: "default" weighs little, "max_connections" much, and a term no passage holds the most, so a
-question about something the documents never mention finds no window that holds enough of it.
+("cache_size (integer)") and its facts in the sentences below. Each key term (a question word minus stop and weak
+words, crudely stemmed) weighs its inverse document frequency over the passages' sentences and headings, the BM25
+statistic: "default" weighs little, "cache_size" much, and a term no passage holds the most.
 
-- The best window holds the largest share (ties: the one whose heading names the question's code-like name, the
-  more concentrated, the shorter, the better retrieved); below :data:`MIN_COVERAGE` nothing answers, and it says
-  so plainly. A name the question spells like code (``work_mem``) must stand in the window's section (or its
-  document's passages, for a passage cut below its heading), and a section headed by another such name does not
-  answer.
-- The quote is the window's sentences that add weight, then what completes it from the question's type: the
-  sentence after one that only restates the question (fewer than :data:`LEAD_IN_NEW_WORDS` words of its own, or
-  ending in ":") and so announces the answer instead of giving it; and, when the question asks for a quantity,
-  the section's sentence that states one. A question that asks for a quantity no sentence of the section states
-  is not answered.
-- Whole sentences only (not a fragment a chunk boundary cut, not code), in the passage's words, the heading first
-  when it holds a key term, cited by every passage holding them; no lead-in line and no other bullets.
+- The best window holds the largest share (ties: the one whose heading names the question's code-like name, then
+  one stating a number when a quantity is asked for, the more concentrated, the shorter, the better retrieved);
+  under :data:`MIN_COVERAGE` no window answers, and the answer says so plainly. A name the question spells like
+  code must stand in the passage's document, and a section headed by another such name does not answer. A
+  question that names something specific (a capitalised word inside it, an acronym, a number, a code name) that
+  no passage or source name holds is about something the passages are not: it is declined.
+- With the embedder Ragu has loaded (:func:`checked_answer`), windows down to :data:`CHECKED_MIN_COVERAGE` may
+  answer, and the chosen quote is declined when its embedding's cosine to the question's is under
+  :data:`MIN_SIMILARITY`: this separates near misses (the topic is there, the asked fact is not) better than the
+  words do.
+- The quote is the window's sentences that add weight, then what the question's type asks for: the sentence after
+  one that announces rather than answers (it ends in ":" or "?", or has fewer than :data:`LEAD_IN_NEW_WORDS` words
+  of its own), and, for a quantity, the section's sentence that states one. Whole sentences only (not a fragment a
+  chunk boundary cut, not code), in the passage's words, its heading first when that holds a key term, cited by
+  every passage holding them; no lead-in line, no other bullets.
+- Layout is read, not guessed per document: a line of its own that ends no sentence is a heading (a PDF's text has
+  few blank lines), a number alone on a line is a page's, a one-word heading ("Note") names a part of the subject
+  above it, a table's rows are statements under the row that names its columns, a command's options are lines.
 
-The thresholds were chosen on the dev split of ``bench/answer_bench.py`` (replayed offline with
-``bench/extractive_replay.py``); the test split was never used to choose them. The answer is deterministic; each
-passage's analysis is cached by its text (the same chunks come back question after question).
+The thresholds were chosen on the dev split of ``bench/answer_bench.py`` (its records replayed offline with
+``bench/extractive_replay.py``, which sweeps each one); the test split was never used to choose anything. The
+answer is deterministic; each passage's analysis is cached by its text (the same chunks come back question after
+question).
 """
 
 from __future__ import annotations
@@ -116,7 +122,7 @@ def is_fragment(sentence: str) -> bool:
 
 def _words(text: str) -> str:
     """Lowercase words, space-separated with a space at each end, so ``" stem"`` finds a word by its prefix.
-    Identifiers are also split ("bgwriter_delay" holds "delay"); ligatures a PDF keeps ("ﬁ") are letters again."""
+    Identifiers are also split ("retry_delay" holds "delay"); ligatures a PDF keeps ("ﬁ") are letters again."""
     plain = NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).lower())
     return f" {plain} {plain.replace('_', ' ')} " if "_" in plain else f" {plain} "
 
@@ -381,7 +387,7 @@ def _source_words(document_name: str | None, collection: str) -> str:
 
 def _subject(query: _Query, passage: Passage) -> frozenset[int]:
     """The key terms the passage's document or collection name does not hold (all of them when it holds every
-    one): a PostgreSQL manual's passage need not say "PostgreSQL"."""
+    one): a passage of a product's manual need not name the product."""
     source = _source_words(passage.document_name, passage.collection)
     every = frozenset(range(len(query.needles)))
     return frozenset(i for i in every if query.needles[i] not in source) or every
@@ -405,7 +411,7 @@ def _names_stand(section: Section, index: int, names: Sequence[re.Pattern[str]],
     below its heading, in its document's passages), and no other such name heads it."""
     heading = (section.heading or "").lower()
     if heading and IDENTIFIER.search(heading) and not any(name.search(heading) for name in names):
-        return False  # headed by another name: ``maintenance_work_mem``, asked about ``work_mem``
+        return False  # headed by another name: ``page_cache_size_limit``, asked about ``cache_size``
     if all(name.search(section.raw) for name in names):
         return True
     return all(name.search(scope.document_text()) for name in names)
