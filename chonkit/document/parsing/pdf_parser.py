@@ -1,7 +1,8 @@
 """PDF text, one block per page, via pymupdf: MuPDF's C extractor, an order of magnitude faster than pypdf.
 
-Pages are read with plain ``page.get_text()`` and nothing else, which keeps us level with a bare
-pymupdf loop (see ``bench/parse_bench.py``). A page without a text layer that shows an image (a scan) is
+Pages are read as plain ``page.get_text()`` reads them, which keeps us level with a bare pymupdf loop (see
+``bench/parse_bench.py``), except where :mod:`~chonkit.document.parsing.pdf_text` must look at a page's geometry
+(drawn underscores). A page without a text layer that shows an image (a scan) is
 rendered and recognised instead (:mod:`chonkit.document.parsing.ocr`), as the parse config's ``ocr`` says. The
 pages are read in two passes: the first reads every text layer and so finds the pages that need OCR, which are
 counted against :data:`~chonkit.document.parsing.ocr.MAX_OCR_PAGES` (and checked for size) before the second pass
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 
 import pymupdf
 
-from chonkit.document.parsing import ocr
+from chonkit.document.parsing import ocr, pdf_text
 from chonkit.document.parsing.blocks import BlockBuilder
 from chonkit.document.parsing.config import PageRange, ParseConfig
 from chonkit.document.parsing.page_furniture import strip_furniture
@@ -113,7 +114,7 @@ def _text_layers(
         for number in range(pages.start, pages.end + 1):
             ocr.stop_if_asked(stop, page=number)
             page = document.load_page(number - 1)  # type: ignore[no-untyped-call]
-            text = page.get_text()
+            text = pdf_text.page_text(page)
             if ocr.needs_ocr(text, has_images=bool(page.get_images()), mode=config.ocr):
                 ocr.check_page_size(page)
                 recognised.append(number)

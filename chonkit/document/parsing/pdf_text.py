@@ -1,0 +1,135 @@
+"""A PDF page's text, as MuPDF's plain text output would give it, repaired where that output misreads the page.
+
+TeX and others draw an underscore outside a typewriter font as a short rule, not a glyph: MuPDF reads it as a gap
+(a space, or a line break where the rule splits the line), so ``glp_read`` came out as ``glp read``. The text page
+is therefore built with the vectors collected, and a short rule at the baseline between two words becomes ``_``.
+A page with no such rule and no line beside another keeps MuPDF's own text: the geometry (the page's dict, about
+twice as slow) is read only for the pages that need it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pymupdf
+
+_FLAGS = pymupdf.TEXTFLAGS_TEXT | pymupdf.TEXT_COLLECT_VECTORS
+_TEXT_BLOCK, _VECTOR_BLOCK = 0, 3
+_RULE_MAX_HEIGHT = 2.0
+_RULE_MAX_WIDTH = 20.0
+"""Points, for the cheap first look at a page's vectors; a rule is then checked against its line's font size."""
+
+
+@dataclass(frozen=True)
+class _Line:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    size: float
+    baseline: float
+    text: str
+
+
+def page_text(page: pymupdf.Page) -> str:
+    """The page's text, a line per line and each followed by a newline, like ``page.get_text()``."""
+    textpage = page.get_textpage(flags=_FLAGS)
+    blocks = textpage.extractBLOCKS()  # type: ignore[no-untyped-call]  # pymupdf is untyped
+    if not _needs_layout(blocks):
+        return "".join(block[4] for block in blocks if block[6] == _TEXT_BLOCK)
+    return _layout_text(textpage.extractDICT())
+
+
+def _needs_layout(blocks: list[tuple[Any, ...]]) -> bool:
+    """Whether the page has a short horizontal rule (a drawn underscore, or a split it caused)."""
+    return any(
+        block[6] == _VECTOR_BLOCK
+        and block[3] - block[1] <= _RULE_MAX_HEIGHT
+        and 0 < block[2] - block[0] <= _RULE_MAX_WIDTH
+        for block in blocks
+    )
+
+
+def _layout_text(page: dict[str, Any]) -> str:
+    rules = _Rules(
+        block["bbox"]
+        for block in page["blocks"]
+        if block["type"] == _VECTOR_BLOCK
+        and block["bbox"][3] - block["bbox"][1] <= _RULE_MAX_HEIGHT
+        and 0 < block["bbox"][2] - block["bbox"][0] <= _RULE_MAX_WIDTH
+    )
+    lines = [
+        _read_line(line, rules) for block in page["blocks"] if block["type"] == _TEXT_BLOCK for line in block["lines"]
+    ]
+    out: list[str] = []
+    previous: _Line | None = None
+    for line in lines:
+        joint = _joint(previous, line, rules) if previous is not None else None
+        if joint is None or not out:
+            out.append(line.text)
+        else:
+            out[-1] += joint + line.text
+        previous = line
+    return "".join(text + "\n" for text in out)
+
+
+def _read_line(line: dict[str, Any], rules: _Rules) -> _Line:
+    spans = line["spans"]
+    x0, y0, x1, y1 = line["bbox"]
+    if not spans:
+        return _Line(x0, y0, x1, y1, 0.0, y1, "")
+    main = max(spans, key=lambda span: span["size"])
+    size, baseline = float(main["size"]), float(main["origin"][1])
+    parts: list[str] = []
+    for span in spans:
+        text = span["text"]
+        if (
+            rules
+            and text
+            and not text.strip()
+            and _rule_between(span["bbox"][0], span["bbox"][2], baseline, size, rules)
+        ):
+            text = "_"
+        parts.append(text)
+    return _Line(x0, y0, x1, y1, size, baseline, "".join(parts))
+
+
+def _joint(left: _Line, right: _Line, rules: _Rules) -> str | None:
+    """What joins two lines MuPDF split but that sit on one baseline with a drawn underscore between them."""
+    size = max(left.size, right.size)
+    if size <= 0 or not left.text or not right.text:
+        return None
+    overlap = min(left.y1, right.y1) - max(left.y0, right.y0)
+    if overlap < 0.5 * min(left.y1 - left.y0, right.y1 - right.y0) or not 0 <= right.x0 - left.x1 + 0.2 * size <= size:
+        return None
+    if not _rule_between(left.x1, right.x0, statistics.fmean((left.baseline, right.baseline)), size, rules):
+        return None
+    return "" if left.text.endswith("_") or right.text.startswith("_") else "_"
+
+
+def _rule_between(x0: float, x1: float, baseline: float, size: float, rules: _Rules) -> bool:
+    """Whether an underscore-like rule (about a third of an em wide, at the baseline) lies in the gap ``x0..x1``."""
+    slack = 0.2 * size
+    for _middle_y, rx0, ry0, rx1, ry1 in rules.near(baseline - 0.25 * size, baseline + 0.3 * size):
+        middle_x = (rx0 + rx1) / 2
+        if ry1 - ry0 <= 0.2 * size and 0.15 * size <= rx1 - rx0 <= 0.8 * size and x0 - slack <= middle_x <= x1 + slack:
+            return True
+    return False
+
+
+class _Rules:
+    """A page's short horizontal rules, by the height of their middle, so a line looks only at those near it."""
+
+    def __init__(self, boxes: Iterable[tuple[float, float, float, float]]) -> None:
+        self._rules = sorted(((y0 + y1) / 2, x0, y0, x1, y1) for x0, y0, x1, y1 in boxes)
+        self._middles = [rule[0] for rule in self._rules]
+
+    def __bool__(self) -> bool:
+        return bool(self._rules)
+
+    def near(self, top: float, bottom: float) -> list[tuple[float, float, float, float, float]]:
+        return self._rules[bisect.bisect_left(self._middles, top) : bisect.bisect_right(self._middles, bottom)]
