@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import textwrap
 
 import msgspec
 
@@ -19,9 +20,13 @@ CSV_DELIMITERS = ",;\t|"
 
 
 def parse_text(data: bytes, builder: BlockBuilder) -> None:
-    """One ``paragraph`` block per run of lines between blank lines."""
+    """One ``paragraph`` block per run of lines between blank lines.
+
+    The indentation the lines share goes, the rest stays: the block's trimming would otherwise dedent an indented
+    block's first line alone and leave the lines after it (code, a shell session) out of line with it.
+    """
     for paragraph in _BLANK_LINES.split(decode_text(data)):
-        builder.add(paragraph, "paragraph")
+        builder.add(textwrap.dedent(paragraph), "paragraph")
 
 
 def parse_csv(data: bytes, builder: BlockBuilder) -> None:
