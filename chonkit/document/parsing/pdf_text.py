@@ -10,6 +10,7 @@ twice as slow) is read only for the pages that need it.
 from __future__ import annotations
 
 import bisect
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -40,8 +41,37 @@ def page_text(page: pymupdf.Page) -> str:
     textpage = page.get_textpage(flags=_FLAGS)
     blocks = textpage.extractBLOCKS()  # type: ignore[no-untyped-call]  # pymupdf is untyped
     if not _needs_layout(blocks):
-        return "".join(block[4] for block in blocks if block[6] == _TEXT_BLOCK)
-    return _layout_text(textpage.extractDICT())
+        return dehyphenate("".join(block[4] for block in blocks if block[6] == _TEXT_BLOCK))
+    return dehyphenate(_layout_text(textpage.extractDICT()))
+
+
+def dehyphenate(text: str) -> str:
+    """Join a word hyphenated at a line's end: its second part moves up to the first, the line break stays.
+
+    Only a lower-case letter before the hyphen and one after make a join (``di-``/``agonal``); a soft hyphen always
+    does. A compound the page also writes hyphenated within a line keeps its hyphen, as does anything else (``CNF-``
+    /``SAT``, ``x-``/``2``): a broken word reads better than a wrong one. MuPDF's own ``TEXT_DEHYPHENATE`` joins at
+    every hyphen.
+    """
+    if "-\n" not in text and "\u2010\n" not in text and "\u00ad\n" not in text:
+        return text
+    compounds = {match.group().casefold() for match in _COMPOUND.finditer(text)}
+
+    def join(match: re.Match[str]) -> str:
+        first, hyphen, second, tail, space = match.group(1, 2, 3, 4, 5)
+        if hyphen != "\u00ad" and (
+            not (first[-1].islower() and second[0].islower()) or f"{first}-{second}".casefold() in compounds
+        ):
+            return match.group()
+        return first + second + tail + ("\n" if space else "")
+
+    return _LINE_END_HYPHEN.sub(join, text)
+
+
+_LINE_END_HYPHEN = re.compile(r"([^\W\d_]+)([-\u2010\u00ad])\n([^\W\d_]+)(\S*)(?:([ \t]+)|$)", re.MULTILINE)
+"""A word, a hyphen ending the line, the word the next line starts with, what sticks to it (punctuation) and the
+space after (none at the line's end)."""
+_COMPOUND = re.compile(r"[^\W\d_]+[-\u2010][^\W\d_]+")
 
 
 def _needs_layout(blocks: list[tuple[Any, ...]]) -> bool:

@@ -64,3 +64,22 @@ def test_a_page_without_rules_reads_as_mupdf_reads_it() -> None:
         plain = document[0].get_text()
 
     assert _text(data) == plain.strip()
+
+
+def test_a_word_hyphenated_at_a_line_end_is_joined_but_a_compound_keeps_its_hyphen() -> None:
+    data = _pdf(
+        [
+            ("the di-", 72.0, 100.0),
+            ("agonal entries of a well-known well-", 72.0, 114.0),
+            ("known CNF-", 72.0, 128.0),
+            ("SAT pro-", 72.0, 142.0),
+            ("gramming.", 72.0, 156.0),
+        ]
+    )
+
+    assert _text(data).split("\n") == [
+        "the diagonal",
+        "entries of a well-known well-",
+        "known CNF-",
+        "SAT programming.",
+    ]
