@@ -1,13 +1,18 @@
 """Markdown via a real CommonMark parse (markdown-it-py), so ``#`` inside a code fence is no heading.
 
-Block text keeps its inline Markdown (``*emphasis*``, links): it reads fine and loses nothing. Lists
-keep their source lines (markers and nesting), tables become `` | ``-joined rows like in other formats.
+Block text is the text a reader sees: inline markup (emphasis, code spans, links, inline HTML) is read by
+markdown-it's inline parser and dropped, a link keeping its text and an image its alt text; an HTML block keeps its
+text without its tags. Lists keep their source lines (markers and nesting; the markup read line by line), tables
+become `` | ``-joined rows like in other formats. Two common extensions are read too: mkdocs/Python-Markdown
+admonitions (``!!! note "Title"`` and an indented body, parsed as Markdown) and attribute lists ending a heading
+(``{ #id }``), which are dropped.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from html.parser import HTMLParser
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
@@ -21,6 +26,10 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", r
 _LIST_OPEN = frozenset({"bullet_list_open", "ordered_list_open"})
 _TEXT_TOKENS = frozenset({"inline", "fence", "code_block"})
 _QUOTE_MARKERS = re.compile(r"^(?:[ \t]*>)+[ \t]?", re.MULTILINE)
+_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?:[ \t]+\"(?P<title>[^\"]*)\")?[ \t]*$")
+_HEADING_ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}]*\}[ \t]*$")
+_INLINE_MARKUP = frozenset("*_[]<>`&\\!~")
+"""Characters without which inline text has no markup to read: it is taken as it is, without an inline parse."""
 MAX_NESTING = 20
 """Container depth (a quote, or half a list level) read as structure. markdown-it follows containers by
 recursion and silently drops whatever lies deeper than its ``maxNesting``; we read that as one paragraph."""
@@ -28,11 +37,48 @@ recursion and silently drops whatever lies deeper than its ``maxNesting``; we re
 
 @functools.cache
 def _markdown() -> MarkdownIt:
-    # Only block structure is needed: skipping the inline pass (emphasis, links) makes parsing ~4x faster.
+    # The block pass runs without inline rules (~4x faster); _plain parses inline only text that has markup.
     # markdown-it's own limit stays out of reach: _flatten_beyond_nesting stops every container before it.
     markdown = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + 2}).enable("table").disable("inline")
     markdown.block.ruler.before("table", "flatten_beyond_nesting", _flatten_beyond_nesting)
+    markdown.block.ruler.before("fence", "admonition", _admonition)
     return markdown
+
+
+@functools.cache
+def _inline_markdown() -> MarkdownIt:
+    return MarkdownIt("commonmark").enable("strikethrough")
+
+
+def _admonition(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """``!!! kind "Title"`` and the lines indented under it: the title a paragraph, the body Markdown of its own."""
+    if state.sCount[start] - state.blkIndent >= 4:
+        return False
+    match = _ADMONITION.match(state.src, state.bMarks[start] + state.tShift[start], state.eMarks[start])
+    if match is None:
+        return False
+    if silent:
+        return True
+    body_end = start + 1
+    last = start + 1
+    while body_end < end and (state.isEmpty(body_end) or state.sCount[body_end] >= state.blkIndent + 4):
+        body_end += 1
+        if not state.isEmpty(body_end - 1):
+            last = body_end
+    title = match["title"] if match["title"] is not None else match["kind"].capitalize()
+    state.push("admonition_open", "div", 1).map = [start, last]
+    if title.strip():
+        state.push("paragraph_open", "p", 1).map = [start, start + 1]
+        inline = state.push("inline", "", 0)
+        inline.content, inline.map, inline.children = title.strip(), [start, start + 1], []
+        state.push("paragraph_close", "p", -1)
+    indent, parent = state.blkIndent, state.parentType
+    state.blkIndent, state.parentType = indent + 4, "admonition"
+    state.md.block.tokenize(state, start + 1, last)
+    state.blkIndent, state.parentType = indent, parent
+    state.push("admonition_close", "div", -1)
+    state.line = last
+    return True
 
 
 def _flatten_beyond_nesting(state: StateBlock, start: int, end: int, silent: bool) -> bool:
@@ -57,22 +103,25 @@ def parse_markdown(data: bytes, builder: BlockBuilder) -> None:
     while index < len(tokens):
         token = tokens[index]
         if token.type == "heading_open":
-            builder.add_heading(tokens[index + 1].content, int(token.tag[1:]))
+            builder.add_heading(_HEADING_ATTRIBUTES.sub("", _plain(tokens[index + 1].content)), int(token.tag[1:]))
         elif token.type == "paragraph_open":
-            builder.add(tokens[index + 1].content, "paragraph")
+            builder.add(_plain(tokens[index + 1].content), "paragraph")
         elif token.type in ("fence", "code_block"):
             builder.add(token.content, "code")
         elif token.type == "html_block":
-            builder.add(token.content, "paragraph")
+            builder.add(_html_text(token.content), "paragraph")
+        elif token.type == "admonition_open":
+            pass  # its title and body follow as blocks of their own
         elif token.nesting == 1:
             end = _closing_index(tokens, index)
             inner = tokens[index + 1 : end]
             if token.type in _LIST_OPEN and token.map is not None:
-                builder.add("\n".join(lines[token.map[0] : token.map[1]]), "list")
+                builder.add("\n".join(_plain(line) for line in lines[token.map[0] : token.map[1]]), "list")
             elif token.type == "table_open":
                 builder.add(_table_text(inner), "table")
             else:  # blockquote: its text, quote markers dropped
-                builder.add("\n".join(t.content for t in inner if t.type in _TEXT_TOKENS), "paragraph")
+                text = (_plain(t.content) if t.type == "inline" else t.content for t in inner if t.type in _TEXT_TOKENS)
+                builder.add("\n".join(text), "paragraph")
             index = end
         index += 1
 
@@ -91,8 +140,50 @@ def _table_text(tokens: list[Token]) -> str:
     cells: list[str] = []
     for token in tokens:
         if token.type == "inline":
-            cells.append(" ".join(token.content.split()))
+            cells.append(" ".join(_plain(token.content).split()))
         elif token.type == "tr_close":
             rows.append(" | ".join(cells))
             cells = []
     return "\n".join(rows)
+
+
+def _plain(source: str) -> str:
+    """Inline Markdown as read: markup dropped, a link's text and an image's alt text kept, line breaks kept."""
+    if _INLINE_MARKUP.isdisjoint(source):
+        return source
+    parts: list[str] = []
+    for token in _inline_markdown().parseInline(source)[0].children or ():
+        if token.type in ("text", "code_inline", "image"):
+            parts.append(token.content)
+        elif token.type in ("softbreak", "hardbreak"):
+            parts.append("\n")
+    return "".join(parts)
+
+
+def _html_text(source: str) -> str:
+    """An HTML block's text, tags dropped (and scripts and styles with their content)."""
+    reader = _HtmlText()
+    reader.feed(source)
+    reader.close()
+    return "".join(reader.parts)
+
+
+class _HtmlText(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style"):
+            self._hidden += 1
+        elif tag in ("br", "p", "div", "summary", "li", "tr", "details"):
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._hidden = max(0, self._hidden - 1)
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
