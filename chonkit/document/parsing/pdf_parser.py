@@ -2,7 +2,7 @@
 
 Pages are read as plain ``page.get_text()`` reads them, which keeps us level with a bare pymupdf loop (see
 ``bench/parse_bench.py``), except where :mod:`~chonkit.document.parsing.pdf_text` must look at a page's geometry
-(drawn underscores). A page without a text layer that shows an image (a scan) is
+(drawn underscores, lines split at wide word spaces). A page without a text layer that shows an image (a scan) is
 rendered and recognised instead (:mod:`chonkit.document.parsing.ocr`), as the parse config's ``ocr`` says. The
 pages are read in two passes: the first reads every text layer and so finds the pages that need OCR, which are
 counted against :data:`~chonkit.document.parsing.ocr.MAX_OCR_PAGES` (and checked for size) before the second pass

@@ -3,7 +3,9 @@
 TeX and others draw an underscore outside a typewriter font as a short rule, not a glyph: MuPDF reads it as a gap
 (a space, or a line break where the rule splits the line), so ``glp_read`` came out as ``glp read``. The text page
 is therefore built with the vectors collected, and a short rule at the baseline between two words becomes ``_``.
-A page with no such rule and no line beside another keeps MuPDF's own text: the geometry (the page's dict, about
+MuPDF also splits a line at a wide gap, so a justified line could come out a word per line: lines on one
+baseline, close after each other, are joined. A page with no such rule and no line beside another keeps MuPDF's
+own text: the geometry (the page's dict, about
 twice as slow) is read only for the pages that need it.
 """
 
@@ -20,6 +22,12 @@ import pymupdf
 
 _FLAGS = pymupdf.TEXTFLAGS_TEXT | pymupdf.TEXT_COLLECT_VECTORS
 _TEXT_BLOCK, _VECTOR_BLOCK = 0, 3
+_MAX_GAP = 1.25
+"""Ems: a wider gap between two lines on one baseline is a column's or a table cell's, not a word space stretched
+to justify the line or a sentence's wider space (up to about one em), which MuPDF also splits lines at."""
+_SECTION_LABEL = re.compile(r"(?:\d+|[A-Z])(?:\.\d+)*\.?")
+_CROWDED = 0.75
+"""A block whose height per line is under this share of the page's usual one has lines side by side."""
 _RULE_MAX_HEIGHT = 2.0
 _RULE_MAX_WIDTH = 20.0
 """Points, for the cheap first look at a page's vectors; a rule is then checked against its line's font size."""
@@ -34,6 +42,7 @@ class _Line:
     size: float
     baseline: float
     text: str
+    horizontal: bool
 
 
 def page_text(page: pymupdf.Page) -> str:
@@ -75,13 +84,34 @@ _COMPOUND = re.compile(r"[^\W\d_]+[-\u2010][^\W\d_]+")
 
 
 def _needs_layout(blocks: list[tuple[Any, ...]]) -> bool:
-    """Whether the page has a short horizontal rule (a drawn underscore, or a split it caused)."""
-    return any(
+    """Whether the page has a short horizontal rule (a drawn underscore, or a split it caused) or lines MuPDF may
+    have split on one baseline: a block with more lines than its height holds, or a block beside the one before."""
+    if any(
         block[6] == _VECTOR_BLOCK
         and block[3] - block[1] <= _RULE_MAX_HEIGHT
         and 0 < block[2] - block[0] <= _RULE_MAX_WIDTH
         for block in blocks
-    )
+    ):
+        return True
+    texts = [block for block in blocks if block[6] == _TEXT_BLOCK and block[4].count("\n")]
+    if not texts:
+        return False
+    pitch = statistics.median((block[3] - block[1]) / block[4].count("\n") for block in texts)
+    previous = None
+    for block in texts:
+        lines = block[4].count("\n")
+        if lines > 1 and (block[3] - block[1]) / lines < _CROWDED * pitch:
+            return True
+        if previous is not None and _beside(previous[:4], block[:4]):
+            return True
+        previous = block
+    return False
+
+
+def _beside(left: tuple[float, ...], right: tuple[float, ...]) -> bool:
+    """Whether box ``right`` starts to the right of box ``left`` with most of the lower one's height shared."""
+    overlap = min(left[3], right[3]) - max(left[1], right[1])
+    return overlap >= 0.5 * min(left[3] - left[1], right[3] - right[1]) > 0 and right[0] >= left[2] - 1
 
 
 def _layout_text(page: dict[str, Any]) -> str:
@@ -111,7 +141,7 @@ def _read_line(line: dict[str, Any], rules: _Rules) -> _Line:
     spans = line["spans"]
     x0, y0, x1, y1 = line["bbox"]
     if not spans:
-        return _Line(x0, y0, x1, y1, 0.0, y1, "")
+        return _Line(x0, y0, x1, y1, 0.0, y1, "", horizontal=False)
     main = max(spans, key=lambda span: span["size"])
     size, baseline = float(main["size"]), float(main["origin"][1])
     parts: list[str] = []
@@ -125,20 +155,29 @@ def _read_line(line: dict[str, Any], rules: _Rules) -> _Line:
         ):
             text = "_"
         parts.append(text)
-    return _Line(x0, y0, x1, y1, size, baseline, "".join(parts))
+    horizontal = abs(line["dir"][1]) < 0.01 and line["dir"][0] > 0
+    return _Line(x0, y0, x1, y1, size, baseline, "".join(parts), horizontal=horizontal)
 
 
 def _joint(left: _Line, right: _Line, rules: _Rules) -> str | None:
-    """What joins two lines MuPDF split but that sit on one baseline with a drawn underscore between them."""
+    """What joins two lines MuPDF split that sit on one baseline, the second close after the first (a justified
+    line's wide word spaces, a drawn underscore): ``_`` over a rule, else a space unless they touch; ``None``
+    keeps them apart."""
     size = max(left.size, right.size)
-    if size <= 0 or not left.text or not right.text:
+    if size <= 0 or not left.text or not right.text or not (left.horizontal and right.horizontal):
         return None
-    overlap = min(left.y1, right.y1) - max(left.y0, right.y0)
-    if overlap < 0.5 * min(left.y1 - left.y0, right.y1 - right.y0) or not 0 <= right.x0 - left.x1 + 0.2 * size <= size:
+    if _SECTION_LABEL.fullmatch(left.text.strip()):
+        return None  # a section number set a quad before its title: the outline's titles are matched without it
+    gap = right.x0 - left.x1
+    if not _beside((left.x0, left.y0, left.x1, left.y1), (right.x0, right.y0, right.x1, right.y1)) or not (
+        -0.2 * size <= gap <= _MAX_GAP * size
+    ):
         return None
-    if not _rule_between(left.x1, right.x0, statistics.fmean((left.baseline, right.baseline)), size, rules):
-        return None
-    return "" if left.text.endswith("_") or right.text.startswith("_") else "_"
+    if _rule_between(left.x1, right.x0, statistics.fmean((left.baseline, right.baseline)), size, rules):
+        return "" if left.text.endswith("_") or right.text.startswith("_") else "_"
+    if left.text[-1].isspace() or right.text[0].isspace() or gap < 0.1 * size:
+        return ""
+    return " "
 
 
 def _rule_between(x0: float, x1: float, baseline: float, size: float, rules: _Rules) -> bool:

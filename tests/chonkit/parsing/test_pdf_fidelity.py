@@ -83,3 +83,18 @@ def test_a_word_hyphenated_at_a_line_end_is_joined_but_a_compound_keeps_its_hyph
         "known CNF-",
         "SAT programming.",
     ]
+
+
+def test_words_of_a_justified_line_stay_on_one_line_and_a_column_apart_stays_apart() -> None:
+    x = 72.0
+    draw: list[tuple[str, float, float] | tuple[float, float, float]] = []
+    for word in ("All", "constraint", "and", "objective", "coefficients"):
+        draw.append((word, x, 100.0))
+        x += _word_width(word) + 0.9 * SIZE  # word spaces stretched to nearly an em
+    draw += [("Section", 72.0, 130.0), ("far column", 72.0 + _word_width("Section") + 4 * SIZE, 130.0)]
+    draw += [("2.1", 72.0, 160.0), ("Title", 72.0 + _word_width("2.1") + 1.1 * SIZE, 160.0)]
+
+    lines = _text(_pdf(draw)).split("\n")
+
+    assert lines[0] == "All constraint and objective coefficients"
+    assert lines[1:] == ["Section", "far column", "2.1", "Title"]
