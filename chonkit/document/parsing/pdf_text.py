@@ -3,6 +3,7 @@
 TeX and others draw an underscore outside a typewriter font as a short rule, not a glyph: MuPDF reads it as a gap
 (a space, or a line break where the rule splits the line), so ``glp_read`` came out as ``glp read``. The text page
 is therefore built with the vectors collected, and a short rule at the baseline between two words becomes ``_``.
+A spacing accent drawn over its letter is put back on it, and a word hyphenated at a line's end is joined.
 MuPDF also splits a line at a wide gap, so a justified line could come out a word per line: lines on one
 baseline, close after each other, are joined. A page with no such rule and no line beside another keeps MuPDF's
 own text: the geometry (the page's dict, about
@@ -14,6 +15,7 @@ from __future__ import annotations
 import bisect
 import re
 import statistics
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -50,8 +52,49 @@ def page_text(page: pymupdf.Page) -> str:
     textpage = page.get_textpage(flags=_FLAGS)
     blocks = textpage.extractBLOCKS()  # type: ignore[no-untyped-call]  # pymupdf is untyped
     if not _needs_layout(blocks):
-        return dehyphenate("".join(block[4] for block in blocks if block[6] == _TEXT_BLOCK))
-    return dehyphenate(_layout_text(textpage.extractDICT()))
+        return dehyphenate(combine_accents("".join(block[4] for block in blocks if block[6] == _TEXT_BLOCK)))
+    return dehyphenate(combine_accents(_layout_text(textpage.extractDICT())))
+
+
+def combine_accents(text: str) -> str:
+    """Put a spacing accent back on the letter it was drawn over, then compose (NFC): ``E\\u00b4en`` is ``Eén``.
+
+    TeX and others draw an accent as a glyph of its own before its letter, which MuPDF reads as a spacing accent
+    (U+00B4, U+00A8, U+02C6...) followed by the letter. Only the non-ASCII spacing accents count: the ASCII
+    circumflex, tilde and grave are code.
+    """
+    if _SPACING_ACCENTS.keys().isdisjoint(text):
+        return text
+
+    def combine(match: re.Match[str]) -> str:
+        accent, letter = match.group(1, 2)
+        if letter in _DOTLESS and accent not in _BELOW:
+            letter = _DOTLESS[letter]
+        return unicodedata.normalize("NFC", letter + _SPACING_ACCENTS[accent])
+
+    return _ACCENT_LETTER.sub(combine, text)
+
+
+_SPACING_ACCENTS = {
+    "\u00b4": "\u0301",  # acute
+    "\u02dd": "\u030b",  # double acute
+    "\u02cb": "\u0300",  # modifier grave
+    "\u00a8": "\u0308",  # diaeresis
+    "\u02c6": "\u0302",  # circumflex
+    "\u02dc": "\u0303",  # tilde
+    "\u00af": "\u0304",  # macron
+    "\u02c9": "\u0304",  # modifier macron
+    "\u02d8": "\u0306",  # breve
+    "\u02d9": "\u0307",  # dot above
+    "\u02da": "\u030a",  # ring above
+    "\u02c7": "\u030c",  # caron
+    "\u00b8": "\u0327",  # cedilla
+    "\u02db": "\u0328",  # ogonek
+}
+_BELOW = frozenset("\u00b8\u02db")
+_DOTLESS = {"\u0131": "i", "\u0237": "j"}
+"""TeX accents a dotless i or j; with an accent above it is the plain letter that composes."""
+_ACCENT_LETTER = re.compile(f"([{''.join(_SPACING_ACCENTS)}])([^\\W\\d_])")
 
 
 def dehyphenate(text: str) -> str:

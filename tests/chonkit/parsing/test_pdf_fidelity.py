@@ -98,3 +98,9 @@ def test_words_of_a_justified_line_stay_on_one_line_and_a_column_apart_stays_apa
 
     assert lines[0] == "All constraint and objective coefficients"
     assert lines[1:] == ["Section", "far column", "2.1", "Title"]
+
+
+def test_a_spacing_accent_before_a_letter_is_put_back_on_it() -> None:
+    text = _text(_pdf([("by Niklas E\u00b4en and S\u00a8orensson, x \u00b4 y", 72.0, 100.0)]))
+
+    assert text == "by Niklas E\u00e9n and S\u00f6rensson, x \u00b4 y"
