@@ -3,9 +3,9 @@
 Block text is the text a reader sees: inline markup (emphasis, code spans, links, inline HTML) is read by
 markdown-it's inline parser and dropped, a link keeping its text and an image its alt text; an HTML block keeps its
 text without its tags. Lists keep their source lines (markers and nesting; the markup read line by line), tables
-become `` | ``-joined rows like in other formats. Two common extensions are read too: mkdocs/Python-Markdown
-admonitions (``!!! note "Title"`` and an indented body, parsed as Markdown) and attribute lists ending a heading
-(``{ #id }``), which are dropped.
+become `` | ``-joined rows like in other formats. Common extensions are read too: mkdocs/Python-Markdown
+admonitions (``!!! note "Title"`` and an indented body, parsed as Markdown) and MyST's (a ``{note}`` fence), MyST
+roles (``{doc}`text <target>```` is its text) and attribute lists ending a heading (``{ #id }``), which are dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +27,16 @@ _LIST_OPEN = frozenset({"bullet_list_open", "ordered_list_open"})
 _TEXT_TOKENS = frozenset({"inline", "fence", "code_block"})
 _QUOTE_MARKERS = re.compile(r"^(?:[ \t]*>)+[ \t]?", re.MULTILINE)
 _ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?:[ \t]+\"(?P<title>[^\"]*)\")?[ \t]*$")
+_MYST_ADMONITION = re.compile(
+    r"\{(?P<name>admonition|note|tip|hint|important|warning|caution|attention|danger|error|seealso)\}(?P<title>.*)",
+    re.DOTALL,
+)
+"""A MyST directive fence whose body is Markdown (an admonition); other directives (toctree, include) stay code."""
+_DIRECTIVE_OPTIONS = re.compile(r"\A(?:---\n.*?\n---\n|(?::[\w-]+:[^\n]*\n)+)", re.DOTALL)
+"""A directive's options at the top of its body: ``:key: value`` lines or a YAML block between ``---`` lines."""
+_MYST_ROLE = re.compile(r"\{[\w:.-]+\}\Z")
+_ROLE_TARGET = re.compile(r"(.*?\S)\s*<[^<>]*>", re.DOTALL)
+"""A MyST role's ``text <target>``: the text is what the reader sees."""
 _HEADING_ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}]*\}[ \t]*$")
 _INLINE_MARKUP = frozenset("*_[]<>`&\\!~")
 """Characters without which inline text has no markup to read: it is taken as it is, without an inline parse."""
@@ -96,7 +106,10 @@ def _flatten_beyond_nesting(state: StateBlock, start: int, end: int, silent: boo
 
 def parse_markdown(data: bytes, builder: BlockBuilder) -> None:
     """Add headings (ATX and setext), paragraphs, lists, code blocks, tables and quotes."""
-    source = _FRONT_MATTER.sub("", decode_text(data), count=1)
+    _add_markdown(_FRONT_MATTER.sub("", decode_text(data), count=1), builder, depth=0)
+
+
+def _add_markdown(source: str, builder: BlockBuilder, *, depth: int) -> None:
     lines = source.split("\n")
     tokens = _markdown().parse(source)
     index = 0
@@ -106,6 +119,10 @@ def parse_markdown(data: bytes, builder: BlockBuilder) -> None:
             builder.add_heading(_HEADING_ATTRIBUTES.sub("", _plain(tokens[index + 1].content)), int(token.tag[1:]))
         elif token.type == "paragraph_open":
             builder.add(_plain(tokens[index + 1].content), "paragraph")
+        elif token.type == "fence" and depth < MAX_NESTING and (directive := _MYST_ADMONITION.match(token.info)):
+            title = directive["title"].strip() or directive["name"].capitalize()
+            builder.add(_plain(title), "paragraph")
+            _add_markdown(_DIRECTIVE_OPTIONS.sub("", token.content, count=1), builder, depth=depth + 1)
         elif token.type in ("fence", "code_block"):
             builder.add(token.content, "code")
         elif token.type == "html_block":
@@ -153,7 +170,11 @@ def _plain(source: str) -> str:
         return source
     parts: list[str] = []
     for token in _inline_markdown().parseInline(source)[0].children or ():
-        if token.type in ("text", "code_inline", "image"):
+        if token.type == "code_inline" and parts and (role := _MYST_ROLE.search(parts[-1])):
+            parts[-1] = parts[-1][: role.start()]
+            target = _ROLE_TARGET.fullmatch(token.content)
+            parts.append(target[1] if target else token.content)
+        elif token.type in ("text", "code_inline", "image"):
             parts.append(token.content)
         elif token.type in ("softbreak", "hardbreak"):
             parts.append("\n")

@@ -50,3 +50,16 @@ def test_a_heading_attribute_list_is_dropped() -> None:
     )
 
     assert [block.heading_path for block in document.blocks] == [("Install",), ("Install", "Use"), ("Install", "Use")]
+
+
+def test_a_myst_admonition_fence_is_markdown_and_other_directives_stay_code() -> None:
+    source = (
+        "```{note} Keep *this*\n:class: wide\nBody with a {doc}`guide <path/guide>` link.\n```\n\n"
+        "```{toctree}\nintro\n```\n"
+    )
+
+    assert _blocks(source) == [
+        ("paragraph", "Keep this"),
+        ("paragraph", "Body with a guide link."),
+        ("code", "intro"),
+    ]
