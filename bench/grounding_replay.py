@@ -19,8 +19,8 @@ with the answer bench's own judges (``states_facts``, ``is_refusal``):
 - *refused*: answerable questions the answer declines;
 - *wrong-but-cited*: unanswerable questions answered, not declined, with a citation.
 
-``--grid`` scores every pair of thresholds; the chosen pair is the one with no wrong-but-cited answer that keeps
-the most facts, then refuses the fewest.
+``--grid`` scores every pair of thresholds; the chosen pair is the one with the fewest wrong-but-cited answers that
+keeps the most facts, then refuses the fewest.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"grounded answers: {total.line()}  (threshold {args.threshold}, relation {args.relation})")
     if args.grid:
         results = grid(records)
-        best = max(results, key=lambda x: (x[2].wrong_but_cited == 0, x[2].facts, -x[2].refused, x[2].declined))
+        best = max(results, key=lambda x: (-x[2].wrong_but_cited, x[2].facts, -x[2].refused, x[2].declined))
         print(f"chosen: threshold {best[0]} relation {best[1]}  {best[2].line()}")
     return 0
 

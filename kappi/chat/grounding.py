@@ -13,22 +13,22 @@ Small local models neither cite nor decline reliably when told to, so the pipeli
   and its own content words (those not merely echoing the question). A sentence claiming nothing new (a lead-in,
   an empty list item, the question restated, "I don't know") is held and shown only before one that stands. A
   claim stands on a passage when every exact token stands in it, and the *window* stating them (the paragraphs
-  from the one before the first to the last) holds at least :data:`SUPPORT_THRESHOLD` of its own words and
+  stating them and one either side) holds at least :data:`SUPPORT_THRESHOLD` of its own words and
   :data:`RELATION_THRESHOLD` of the question's key terms: a true number of another setting, stated far from what
   the question asks about, answers nothing. A sentence resting on no passage, or repeating the prompt, is dropped;
-  one resting on another passage than it cites cites that one. Both thresholds were chosen on the answer bench's
-  dev split only (``bench/grounding_replay.py`` replays a model's saved answers over their passages).
+  one resting on another passage than it cites cites that one. When nothing stands, an extractive quote takes the
+  answer's place only if it holds :data:`QUOTE_RELATION` of the question's key terms. The thresholds were chosen
+  on the answer bench's dev split only (``bench/grounding_replay.py`` replays a model's saved raw answers).
 - The agent's instructions are confidential: a sentence repeating :data:`RUN_WORDS` of them in a row that no passage
   holds is withheld, cited or not, attributing or not (#26: a model asked for its instructions repeated them).
-- Nothing dropped leaves the grounder in words: only why (:data:`~kappi.chat.models.DropReason`), since a dropped
-  sentence rests on nothing the user may read (it was returned word for word once, system prompt included, #26).
-- The answer's ``citations`` are then the passages it cites; the others are ``also_retrieved``.
+- Nothing dropped leaves the grounder in words, only why (:data:`~kappi.chat.models.DropReason`, #26).
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -70,6 +70,9 @@ SUPPORT_THRESHOLD = 0.5
 RELATION_THRESHOLD = 0.5
 """Share of the question's key terms the window supporting a claim must hold, its passage's labels counted (dev
 split): below it, the window says something true about something else."""
+QUOTE_RELATION = 2 / 3
+"""Share of the question's key terms a quote standing in for the model's answer must hold, its passages' labels
+counted (dev split): a quote is shown as the answer, so it must speak of more of the question than a sentence."""
 RUN_WORDS = 8
 """A sentence sharing this many words in a row with the agent's instructions, in a run no passage it was given
 holds, repeats what the user may not read and is withheld. Eight, not fewer: a decline repeats seven of the default
@@ -103,19 +106,10 @@ def relevant(
     relative: float = RELATIVE_FLOOR,
     absolute: Mapping[str, float] = ABSOLUTE_FLOORS,
 ) -> list[RetrievedChunk]:
-    """The chunks that pass both floors, in retrieval's order.
-
-    A chunk passes the absolute floor on its cosine, and the relative one on its cosine *or* on its keyword
-    evidence: hybrid retrieval finds passages whose words match the question better than their embedding does,
-    and a floor on cosine alone dropped them.
-
-    Args:
-        chunks: What retrieval found.
-        models: Each collection's embedding model, by ``(vector_provider, collection)``: cosines of different
-            models are not comparable, so each model's chunks are held to their own best hit and floor.
-        relative: The share of the best hit's cosine (or BM25 score) a chunk must reach.
-        absolute: The cosine floor per model.
-    """
+    """The chunks that pass both floors, in retrieval's order: the absolute one on their cosine, the relative one
+    on their cosine *or* their keyword evidence (hybrid retrieval finds passages whose words match the question
+    better than their embedding does). ``models``: each collection's embedding model, by ``(vector_provider,
+    collection)``; cosines of different models are not comparable, so each model's are held to its own best hit."""
     scored = [(c, models.get((c.vector_provider, c.collection), ""), cosine(c), _bm25(c)) for c in chunks]
     above = [s for s in scored if s[2] >= absolute.get(s[1], -1.0)]
     best_cosine: dict[str, float] = {}
@@ -218,9 +212,6 @@ _ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+|^\s*\d{1,2}[.)]\s*$|(?<=:
 _QUOTED = re.compile(r"[\"\u201c`]([^\"\u201c\u201d`\n]{2,60})[\"\u201d`]|(?<!\w)'([^'\n]{2,60})'(?!\w)")
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _PARAGRAPH = re.compile(r"\n\s*\n")
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
-_WRAPPED = re.compile(r"(?<=[^\s.!?:|])\n(?=[ \t]*[a-z(])")
-"""A line break inside a sentence (of a PDF's or a text file's wrapped lines): the next line goes on in lower case."""
 _STRAIGHT = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _MAX_SPANS = 64
 """Combinations of paragraphs tried for a claim's exact tokens (a few tokens, a few paragraphs each)."""
@@ -261,7 +252,6 @@ def _exact(text: str) -> set[tuple[str, str]]:
 class Claim:
     """What a sentence states: its content stems (``own``: those the question does not hold) and exact tokens."""
 
-    about: tuple[str, ...]
     own: tuple[str, ...]
     exact: frozenset[tuple[str, str]]
     words: str
@@ -271,18 +261,17 @@ class Claim:
 
 def claim_of(sentence: str, question: str) -> Claim:
     """The claim of one sentence of an answer to ``question``."""
-    text = _ITEM.sub(" ", _CITED_NUMBERS.sub(" ", sentence).translate(_STRAIGHT)).strip()
+    text = _ITEM.sub(" ", unicodedata.normalize("NFKC", _CITED_NUMBERS.sub(" ", sentence)).translate(_STRAIGHT)).strip()
     asked = set(question_stems(question))
-    about = tuple(_content_stems(text))
-    own = tuple(s for s in about if s not in asked)
+    own = tuple(s for s in _content_stems(text) if s not in asked)
     exact = frozenset(_exact(text))
     new = bool(own or exact - _exact(question)) and not text.endswith(":")
-    return Claim(about or tuple(key_terms(question)), own, exact, _words(text), new)
+    return Claim(own, exact, _words(text), new)
 
 
 @dataclass(frozen=True)
 class _Text:
-    """A sentence of a passage (or its labels) as claims are checked against it."""
+    """A paragraph of a passage (or its labels) as claims are checked against it."""
 
     lower: str
     words: str
@@ -290,27 +279,24 @@ class _Text:
 
     @classmethod
     def of(cls, text: str) -> _Text:
-        lower = text.translate(_STRAIGHT).lower()
+        lower = unicodedata.normalize("NFKC", text).translate(_STRAIGHT).lower()
         return cls(lower, _words(lower), frozenset(_numbers(lower)))
 
 
 @dataclass(frozen=True)
 class _Read:
-    """A passage read once: its paragraphs' sentences, and its labels (document, collection, instruction), which
+    """A passage read once: its paragraphs, and its labels (document, collection, instruction), which
     name the source every paragraph comes from (a manual's version, the module of a dotted name)."""
 
     passage: Passage
-    paragraphs: tuple[tuple[_Text, ...], ...]
+    paragraphs: tuple[_Text, ...]
     labels: _Text
 
     @classmethod
     def of(cls, passage: Passage) -> _Read:
         names = f"{passage.document_name or ''} {passage.collection} {passage.instruction or ''}"
-        paragraphs = tuple(
-            tuple(_Text.of(t) for t in _SENTENCES.split(p) if t.strip())
-            for p in _PARAGRAPH.split(_WRAPPED.sub(" ", passage.text))
-        )
-        return cls(passage, tuple(p for p in paragraphs if p), _Text.of(re.sub(r"[\W_]+", " ", names)))
+        paragraphs = tuple(_Text.of(p) for p in _PARAGRAPH.split(passage.text) if p.strip())
+        return cls(passage, paragraphs, _Text.of(re.sub(r"[\W_]+", " ", names)))
 
 
 def _stands(token: tuple[str, str], text: _Text, passage: Passage) -> bool:
@@ -348,16 +334,6 @@ def _names_source(token: tuple[str, str], claim: Claim, read: _Read) -> bool:
     return token[0] != "number" or (bool(before) and all(f" {w} " in read.labels.words + " " for w in before))
 
 
-def _stating(token: tuple[str, str], claim: Claim, read: _Read) -> list[int]:
-    """The paragraphs with a sentence that states the token and speaks of what the claim does (a number in a
-    sentence about something else is no evidence)."""
-    return [
-        n
-        for n, sentences in enumerate(read.paragraphs)
-        if any(_stands(token, t, read.passage) and _share(claim.about, t.words) > 0 for t in sentences)
-    ]
-
-
 def _windows(claim: Claim, read: _Read) -> Iterable[str]:
     """The words of each window of the passage that states every exact token of the claim (none when one
     stands nowhere in it): the paragraphs stating them and one either side (a name above its description, a
@@ -365,16 +341,18 @@ def _windows(claim: Claim, read: _Read) -> Iterable[str]:
     places = []
     for token in claim.exact:
         if not _names_source(token, claim, read):
-            places.append(_stating(token, claim, read))
-    words = ["".join(t.words for t in sentences) for sentences in read.paragraphs]
+            places.append([n for n, text in enumerate(read.paragraphs) if _stands(token, text, read.passage)])
+    words = [text.words for text in read.paragraphs]
     for chosen in itertools.islice(itertools.product(*places), _MAX_SPANS):
         span = words[max(min(chosen) - 1, 0) : max(chosen) + 2] if chosen else words
         yield "".join(span) + read.labels.words
 
 
 def _scored(claim: Claim, terms: Sequence[str], read: _Read) -> tuple[float, float]:
-    """The best window's share of the claim's own stems and of the question's key terms (0, 0 without one)."""
-    return max(((_share(claim.own, w), _share(terms, w)) for w in _windows(claim, read)), default=(0.0, 0.0))
+    """The best window's share of the claim's own stems and of the question's key terms (their sum the best; 0, 0
+    without one)."""
+    scores = ((_share(claim.own, w), _share(terms, w)) for w in _windows(claim, read))
+    return max(scores, key=sum, default=(0.0, 0.0))
 
 
 def support(
@@ -427,13 +405,10 @@ class Grounder:
     Args:
         passages: What the model was given, numbered as it was told to cite them.
         question: The user's question (a sentence's words that only echo it are no evidence).
-        attribute: Hold each sentence until it ends, judge what it claims against the passages, cite the one it
-            rests on, and drop it when it rests on none. Off for the extractive provider, whose every line is a
-            cited quotation.
-        instructions: What the model was told that the user may not read (the agent's system prompt, context
-            template and collections' instructions): a sentence repeating :data:`RUN_WORDS` of its words in a row
-            that no passage holds is withheld. With it, sentences are held until they end even unattributed (an
-            agent with no collections), so none is shown before it is checked.
+        attribute: Judge each whole sentence's claim against the passages (off for the extractive provider, whose
+            every line is a cited quotation).
+        instructions: What the user may not read (system prompt, context template, collections' instructions):
+            with it, sentences are held until they end even unattributed, so none is shown before it is checked.
     """
 
     passages: Sequence[Passage]
@@ -443,22 +418,19 @@ class Grounder:
     threshold: float = SUPPORT_THRESHOLD
     relation: float = RELATION_THRESHOLD
     boilerplate: str = ANSWER_RULES
-    """The prompt's own answering rules: a sentence repeating them, or the question, is dropped (small models echo
-    their prompt)."""
+    """The prompt's answering rules: a sentence repeating them, or the question, is dropped."""
     cited: list[int] = field(default_factory=list)
     """Citation numbers the answer cites, in the order it first cites them."""
     dropped: list[DropReason] = field(default_factory=list)
-    """Why each sentence left out was, in order. Their words are not kept: nothing here may carry what the user
-    could not read (#26)."""
+    """Why each sentence left out was, in order; never its words (#26)."""
     kept_sentences: int = 0
     _pending: str = ""
     _held: str = ""
-    """What claims nothing (the model saying it does not know, a lead-in, an empty list item, the question
-    restated), held while nothing else of the answer stands: when nothing does, a quote of a passage that answers
-    may take its place."""
+    """What claims nothing, held while nothing else stands: when nothing does, a quote may take its place."""
     _held_declines: bool = False
 
     def __post_init__(self) -> None:
+        self._valid = {p.citation for p in self.passages}
         self._reads = {p.citation: _Read.of(p) for p in self.passages} if self.attribute else {}
         self._terms = key_terms(self.question)
         confidential = runs(self.instructions) if self.instructions else set()
@@ -511,7 +483,7 @@ class Grounder:
         at = 0
         for match in _MARKER.finditer(text):
             before = text[at : match.start()]
-            valid = [int(n) for n in re.split(r"\s*,\s*", match.group(1)) if int(n) in self._numbers]
+            valid = [int(n) for n in re.split(r"\s*,\s*", match.group(1)) if int(n) in self._valid]
             if valid:
                 pieces.append(before + "".join(f"[{n}]" for n in valid))
                 cited += valid
@@ -522,10 +494,6 @@ class Grounder:
             at = match.end()
         pieces.append(text[at:])
         return "".join(pieces), cited
-
-    @property
-    def _numbers(self) -> set[int]:
-        return {p.citation for p in self.passages}
 
     def _cite(self, numbers: Iterable[int]) -> None:
         for n in numbers:
@@ -545,9 +513,8 @@ class Grounder:
         return "".join(pieces)
 
     def _screened(self, sentence: str, gap: str) -> str:
-        """One whole sentence, withheld if it repeats the instructions, else grounded (unattributed: its markers
-        checked). The instructions come first and whatever else the sentence does: a sentence citing a passage or
-        resting on one may still be repeating the confidential prompt."""
+        """One whole sentence, withheld if it repeats the instructions (whatever it cites or rests on), else
+        grounded (unattributed: its markers checked)."""
         if not self._confidential.isdisjoint(runs(sentence)):
             self.dropped.append("no_source")  # the instructions are no source the user may read
             return ""
@@ -608,7 +575,7 @@ def quoted_instead(
     """The extractive quote of the section that answers, and the citations it carries, for an answer whose every
     sentence rested on no passage; ``None`` when no section answers either (the answer then says
     :data:`UNSUPPORTED_ONLY`). A small model misreads a passage that does answer; a quote of it, cited, serves
-    the reader better than nothing.
+    the reader better than nothing, if it holds :data:`QUOTE_RELATION` of the question's key terms.
 
     ``over_a_decline``: the model said it does not know. A quote then takes its place only if it states a value
     when the question asks for one (a section may hold the question's terms and still not say how much)."""
@@ -619,7 +586,8 @@ def quoted_instead(
         return None
     checked = Grounder(passages, question, attribute=False)
     text = checked.feed("".join(pieces)) + checked.finish()
-    return text, checked.cited
+    labels = "".join(_Read.of(p).labels.words for p in passages if p.citation in checked.cited)
+    return (text, checked.cited) if _share(key_terms(question), _words(text) + labels) >= QUOTE_RELATION else None
 
 
 def _recited(sentence: str, citation: int) -> str:

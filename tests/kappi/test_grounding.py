@@ -348,7 +348,8 @@ SMALLINT = (  # PostgreSQL 15's manual, 8.1 Numeric Types, as chonkit parses it
     "integer | 4 bytes | typical choice for integer | -2147483648 to +2147483647\n"
     "real | 4 bytes | variable-precision, inexact | 6 decimal digits precision\n\n"
     "8.1.1. Integer Types\n\nThe types smallint, integer, and bigint store whole numbers, that is, numbers without "
-    "fractional components, of various ranges. Up to 25 columns of a table may be integers; 0 means none."
+    "fractional components, of various ranges.\n\n8.1.2. Tables\n\nUp to 25 columns of a table may be integers; 0 "
+    "means none."
 )
 
 
@@ -665,9 +666,26 @@ def test_a_sentence_citing_a_passage_that_does_not_hold_it_cites_the_one_that_do
     assert grounder.cited == [2]
 
 
-def test_a_number_on_a_wrapped_line_is_read_with_the_words_before_it() -> None:
+def test_a_number_on_a_wrapped_line_is_read_with_the_words_around_it() -> None:
     """A PDF's or a text file's lines break inside sentences: the number on the next line is still stated with the
     words it follows."""
     wrapped = passage(1, "The solver runs until its iteration limit is\nreached, which is 100 unless set\notherwise.")
     question = "How many iterations does the solver run at most?"
     assert support("The solver's iteration limit is 100.", question, [wrapped])[0] == 1
+
+
+def test_a_quote_standing_in_must_speak_of_most_of_what_the_question_asks() -> None:
+    """Regression (#27, dev split): with every model sentence dropped, the extractive quote of a section sharing a
+    few of the question's words was shown, cited, for questions no document answers. It stands in now only when it
+    holds two thirds of the question's key terms."""
+    carry_over = [
+        passage(
+            1,
+            "Paid holiday carry-over rules. Unused paid holiday may be carried over into the next year with the "
+            "approval of your manager.",
+        )
+    ]
+    asked_here = "How many days of paid holiday may an employee carry over into the next year?"
+    assert quoted_instead(asked_here, carry_over) is not None
+    asked_elsewhere = "Can contractors carry unused paid holiday over to a new contract?"  # a near miss
+    assert quoted_instead(asked_elsewhere, carry_over) is None
