@@ -70,7 +70,7 @@ SUPPORT_THRESHOLD = 0.5
 RELATION_THRESHOLD = 0.5
 """Share of the question's key terms the window supporting a claim must hold, its passage's labels counted (dev
 split): below it, the window says something true about something else."""
-QUOTE_RELATION = 2 / 3
+QUOTE_RELATION = 0.7
 """Share of the question's key terms a quote standing in for the model's answer must hold, its passages' labels
 counted (dev split): a quote is shown as the answer, so it must speak of more of the question than a sentence."""
 RUN_WORDS = 8

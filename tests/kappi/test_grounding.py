@@ -677,7 +677,7 @@ def test_a_number_on_a_wrapped_line_is_read_with_the_words_around_it() -> None:
 def test_a_quote_standing_in_must_speak_of_most_of_what_the_question_asks() -> None:
     """Regression (#27, dev split): with every model sentence dropped, the extractive quote of a section sharing a
     few of the question's words was shown, cited, for questions no document answers. It stands in now only when it
-    holds two thirds of the question's key terms."""
+    holds most (:data:`~kappi.chat.grounding.QUOTE_RELATION`) of the question's key terms."""
     carry_over = [
         passage(
             1,
