@@ -2,10 +2,9 @@
 
 Small local models neither cite nor decline reliably when told to, so the pipeline enforces both instead of asking:
 
-- :func:`relevant` keeps only passages close enough to the question, before any model sees them: each passage's
-  cosine similarity (``1 - distance``, whatever retrieval scored it with) must reach an absolute floor per
-  embedding model and a share of the best hit's. With nothing left, the answer is :data:`DECLINE`, no model
-  called (calibrated on SciFact: ``bench/relevance_floor.py``).
+- :func:`relevant` keeps only passages whose cosine reaches a floor per embedding model and a share of the best
+  hit's, before any model sees them; with none left the answer is :data:`DECLINE` (``bench/relevance_floor.py``,
+  calibrated on SciFact).
 - :class:`Grounder` reads the model's output as it streams: a ``[n]`` naming no passage is removed (a marker
   split across tokens, ``[1`` then ``2]``, is held back until it is whole); with attribution on, each sentence is
   held until it ends and judged by one method, whether it cites or not (:func:`support`). What it *claims*
@@ -31,7 +30,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import msgspec
 
@@ -68,16 +67,13 @@ ABSOLUTE_FLOORS: Mapping[str, float] = {"all-MiniLM-L6-v2": 0.4}
 SUPPORT_THRESHOLD = 0.5
 """Share of a claim's own content words its supporting window must hold (dev split)."""
 RELATION_THRESHOLD = 0.5
-"""Share of the question's key terms the window supporting a claim must hold, its passage's labels counted (dev
-split): below it, the window says something true about something else."""
+"""Share of the question's key terms that window must hold, its labels counted (dev split): else it speaks of
+something else."""
 QUOTE_RELATION = 0.7
-"""Share of the question's key terms a quote standing in for the model's answer must hold, its passages' labels
-counted (dev split): a quote is shown as the answer, so it must speak of more of the question than a sentence."""
+"""Share of the question's key terms a quote standing in for the whole answer must hold (dev split)."""
 RUN_WORDS = 8
-"""A sentence sharing this many words in a row with the agent's instructions, in a run no passage it was given
-holds, repeats what the user may not read and is withheld. Eight, not fewer: a decline repeats seven of the default
-system prompt's ("the sources do not contain the answer"), and an answer may name the agent's subject as its prompt
-does; a sentence shorter than eight words is not judged by this rule."""
+"""A sentence sharing this many words in a row with the agent's instructions, in a run no passage holds, is withheld.
+Not fewer: a decline repeats seven of the default system prompt's ("the sources do not contain the answer")."""
 
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 _PARTIAL_MARKER = re.compile(r"\[[\d,\s]{0,24}$")
@@ -94,11 +90,6 @@ _DECLINING = re.compile(
 )
 
 
-def cosine(chunk: RetrievedChunk) -> float:
-    """The chunk's cosine similarity to the question, whatever its ``score`` (fused in hybrid retrieval) is."""
-    return 1.0 - chunk.distance
-
-
 def relevant(
     chunks: Sequence[RetrievedChunk],
     models: Mapping[tuple[str, str], str],
@@ -110,7 +101,7 @@ def relevant(
     on their cosine *or* their keyword evidence (hybrid retrieval finds passages whose words match the question
     better than their embedding does). ``models``: each collection's embedding model, by ``(vector_provider,
     collection)``; cosines of different models are not comparable, so each model's are held to its own best hit."""
-    scored = [(c, models.get((c.vector_provider, c.collection), ""), cosine(c), _bm25(c)) for c in chunks]
+    scored = [(c, models.get((c.vector_provider, c.collection), ""), 1.0 - c.distance, _bm25(c)) for c in chunks]
     above = [s for s in scored if s[2] >= absolute.get(s[1], -1.0)]
     best_cosine: dict[str, float] = {}
     best_bm25: dict[str, float] = {}
@@ -129,13 +120,9 @@ def _bm25(chunk: RetrievedChunk) -> float:
 
 
 def joined_neighbours(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
-    """Chunks of one document that follow each other, joined into one passage at the first one's place.
-
-    A chunk boundary often cuts a section from its heading: a setting's name ends one chunk, its default opens the
-    next. Both found, they read as one text again (the overlap chunks share is kept once, by their character
-    offsets). Only chunks of the same collection and document are joined, so no passage gains text from anywhere
-    its chunks did not come from; parent/child passages (whose context is their parent) are left as they are.
-    """
+    """Chunks of one document that follow each other, joined into one passage at the first one's place (their
+    overlap once, by character offsets): a chunk boundary often cuts a section from its heading. Only chunks of the
+    same collection and document are joined; parent/child passages (whose context is their parent) are left."""
     runs: dict[tuple[str, str, str], list[int]] = {}
     for n, chunk in enumerate(chunks):
         placed = chunk.chunk_index is not None and chunk.char_start is not None and chunk.char_end is not None
@@ -193,12 +180,9 @@ def _joined(run: Sequence[RetrievedChunk]) -> RetrievedChunk:
     )
 
 
-# What a sentence claims
-
 _FRAMING_TEXT = "accord bas base context information provid document source passage mention answer yes"
 _FRAMING = frozenset(_FRAMING_TEXT.split())
-"""Stems of how models frame an answer ("According to the information provided, ...", "The answer is"): they say
-where a claim comes from or that one follows, not what it is, so they are no evidence either way."""
+"""Stems of how models frame an answer ("According to the information provided"): no evidence either way."""
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _NUMBER_WORDS_TEXT = """
     zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
@@ -269,24 +253,22 @@ def claim_of(sentence: str, question: str) -> Claim:
     return Claim(own, exact, _words(text), new)
 
 
-@dataclass(frozen=True)
-class _Text:
+class _Text(NamedTuple):
     """A paragraph of a passage (or its labels) as claims are checked against it."""
 
     lower: str
     words: str
     numbers: frozenset[str]
 
-    @classmethod
-    def of(cls, text: str) -> _Text:
-        lower = unicodedata.normalize("NFKC", text).translate(_STRAIGHT).lower()
-        return cls(lower, _words(lower), frozenset(_numbers(lower)))
+
+def _text(text: str) -> _Text:
+    lower = unicodedata.normalize("NFKC", text).translate(_STRAIGHT).lower()
+    return _Text(lower, _words(lower), frozenset(_numbers(lower)))
 
 
 @dataclass(frozen=True)
 class _Read:
-    """A passage read once: its paragraphs, and its labels (document, collection, instruction), which
-    name the source every paragraph comes from (a manual's version, the module of a dotted name)."""
+    """A passage read once: its paragraphs and labels (document, collection, instruction), naming their source."""
 
     passage: Passage
     paragraphs: tuple[_Text, ...]
@@ -295,8 +277,8 @@ class _Read:
     @classmethod
     def of(cls, passage: Passage) -> _Read:
         names = f"{passage.document_name or ''} {passage.collection} {passage.instruction or ''}"
-        paragraphs = tuple(_Text.of(p) for p in _PARAGRAPH.split(passage.text) if p.strip())
-        return cls(passage, paragraphs, _Text.of(re.sub(r"[\W_]+", " ", names)))
+        paragraphs = tuple(_text(p) for p in _PARAGRAPH.split(passage.text) if p.strip())
+        return cls(passage, paragraphs, _text(re.sub(r"[\W_]+", " ", names)))
 
 
 def _stands(token: tuple[str, str], text: _Text, passage: Passage) -> bool:
@@ -304,21 +286,18 @@ def _stands(token: tuple[str, str], text: _Text, passage: Passage) -> bool:
     if kind == "number":
         return value in text.numbers
     if kind == "name":
-        return any(p.search(text.lower) for p in named(names_in([value], passage)))
+        return named([_local_name(value, passage)])[0].search(text.lower) is not None
     return value in text.lower
 
 
-def names_in(names: Sequence[str], passage: Passage) -> list[str]:
-    """The names as the passage would spell them: a dotted name's leading parts that are its document's or
+def _local_name(name: str, passage: Passage) -> str:
+    """The name as the passage would spell it: a dotted name's leading parts that are its document's or
     collection's own name left off (a module's function in that module's manual goes by its short name)."""
     source = " " + re.sub(r"[\W_]+", " ", f"{passage.document_name or ''} {passage.collection}".lower()) + " "
-    local = []
-    for name in names:
-        parts = name.split(".")
-        while len(parts) > 1 and f" {parts[0]} " in source:
-            parts = parts[1:]
-        local.append(".".join(parts))
-    return local
+    parts = name.split(".")
+    while len(parts) > 1 and f" {parts[0]} " in source:
+        parts = parts[1:]
+    return ".".join(parts)
 
 
 def _share(stems: Sequence[str], words: str) -> float:
@@ -326,8 +305,8 @@ def _share(stems: Sequence[str], words: str) -> float:
 
 
 def _names_source(token: tuple[str, str], claim: Claim, read: _Read) -> bool:
-    """Whether the token names the passage's source: a name its labels hold, or a number the claim states only after a
-    word of them ("the PostgreSQL 15 manual"), not one it states of anything else."""
+    """Whether the token names the passage's source: a name its labels hold, or a number the claim states only
+    after a word of them ("the PostgreSQL 15 manual")."""
     if not _stands(token, read.labels, read.passage):
         return False
     before = re.findall(rf"(\S+) {re.escape(token[1])}(?= |$)", claim.words)
@@ -348,32 +327,22 @@ def _windows(claim: Claim, read: _Read) -> Iterable[str]:
         yield "".join(span) + read.labels.words
 
 
-def _scored(claim: Claim, terms: Sequence[str], read: _Read) -> tuple[float, float]:
-    """The best window's share of the claim's own stems and of the question's key terms (their sum the best; 0, 0
-    without one)."""
-    scores = ((_share(claim.own, w), _share(terms, w)) for w in _windows(claim, read))
-    return max(scores, key=sum, default=(0.0, 0.0))
-
-
-def support(
-    sentence: str,
-    question: str,
-    passages: Sequence[Passage],
-    *,
-    relation: float = RELATION_THRESHOLD,
-) -> tuple[int | None, float]:
+def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[int | None, float]:
     """The passage a sentence rests on and how well, from 0 to 1: the share of its own content words the best
-    window stating its exact tokens holds, among passages whose window relates to the question (``relation`` of
-    its key terms). ``(None, 0.0)`` when no passage states its exact tokens so."""
-    return _supported(claim_of(sentence, question), key_terms(question), [_Read.of(p) for p in passages], relation)
+    window stating its exact tokens holds, among passages whose window holds :data:`RELATION_THRESHOLD` of the
+    question's key terms. ``(None, 0.0)`` when no passage states its exact tokens so."""
+    reads = [_Read.of(p) for p in passages]
+    return _supported(claim_of(sentence, question), key_terms(question), reads, RELATION_THRESHOLD)
 
 
 def _supported(claim: Claim, terms: Sequence[str], reads: Sequence[_Read], relation: float) -> tuple[int | None, float]:
+    """The passage whose window holds ``relation`` of the question's key terms and most of the claim's own stems."""
     best: tuple[int | None, float] = (None, 0.0)
     for read in reads:
-        share, related = _scored(claim, terms, read)
-        if related >= relation and share > best[1]:
-            best = (read.passage.citation, share)
+        for window in _windows(claim, read):
+            share = _share(claim.own, window)
+            if _share(terms, window) >= relation and share > best[1]:
+                best = (read.passage.citation, share)
     return best
 
 
@@ -440,8 +409,7 @@ class Grounder:
         self._by_sentence = self.attribute or bool(confidential)
 
     def feed(self, text: str) -> str:
-        """What of the answer can be shown now: checked markers, and (attributing or screening the instructions)
-        whole sentences only."""
+        """What of the answer can be shown now: checked markers, and whole sentences only when judging them."""
         self._pending += text
         if self._by_sentence:
             return self._complete_sentences(final=False)
