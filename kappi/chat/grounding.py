@@ -193,6 +193,8 @@ _NUMBER_WORDS = {word: str(n) for n, word in enumerate(_NUMBER_WORDS_TEXT.split(
 _NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_NUMBER_WORDS)})\b", re.IGNORECASE)
 _ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+|^\s*\d{1,2}[.)]\s*$|(?<=:)\s*\d{1,2}[.)]\s*$")
 """A list item's bullet or number at a sentence's start, a lone item number, or one after a lead-in ("steps: 1.")."""
+_ITEM_NUMBER = re.compile(r"\s*\d{1,2}[.)]")
+"""What the sentence splitter would end at its full stop, but only numbers a list item."""
 _QUOTED = re.compile(r"[\"\u201c`]([^\"\u201c\u201d`\n]{2,60})[\"\u201d`]|(?<!\w)'([^'\n]{2,60})'(?!\w)")
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -470,8 +472,13 @@ class Grounder:
 
     def _complete_sentences(self, *, final: bool) -> str:
         pieces = []
-        while (end := _SENTENCE_END.search(self._pending)) is not None:
+        at = 0
+        while (end := _SENTENCE_END.search(self._pending, at)) is not None:
             sentence = self._pending[: end.start()] + (end.group(1) or "")
+            if _ITEM_NUMBER.fullmatch(sentence):
+                at = end.end()  # "1. Collect it": an item's number ends no sentence
+                continue
+            at = 0
             gap = end.group(2) if end.group(2) is not None else end.group(3)
             self._pending = self._pending[end.end() :]
             pieces.append(self._screened(sentence, gap))

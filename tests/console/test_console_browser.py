@@ -564,20 +564,21 @@ def test_an_openai_standin_answer_shows_lists_and_links_its_markers_and_no_marku
 
     setup = Api(platform)
     collection = setup.collection("Badge_docs")
+    hostile = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"  # a passage's words, so grounded
     setup.embed(
         collection,
         [
             setup.document("badges.md", b"# Badges\n\nVisitors wear a badge at all times.\n"),
-            setup.document("reception.md", b"# Reception\n\nBadges are returned at reception.\n"),
+            setup.document("reception.txt", f"Badges are returned at reception {hostile}.\n".encode()),
         ],
     )
     agent = setup.agent("Badge helper", llm_provider="openai", llm_model="standin")
     setup.assign(agent, collection)
-    hostile = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
     llm.script = Script(
         tokens=(
-            "Badges, in short:\n\n- Visitors wear a badge [1]\n* Badges go back to reception [2]\n\n",
-            "1. Collect it [2]\n2. Wear it [1]\n\nClause [7] says visitors wear a badge at all times. ",
+            "Badges, in short:\n\n- Visitors wear a badge [1]\n* Badges are returned to reception [2]\n\n",
+            "1. Return it at reception [2]\n2. Wear it at all times [1]\n\n",
+            "Clause [7] says visitors wear a badge at all times. ",
             f"Badges are returned at reception {hostile} [2]",
         )
     )
@@ -591,8 +592,10 @@ def test_an_openai_standin_answer_shows_lists_and_links_its_markers_and_no_marku
 
     def check(answer: Any) -> None:
         text = answer.locator(".answer-text")
-        expect(text.locator("ul > li")).to_have_text(["Visitors wear a badge [1]", "Badges go back to reception [2]"])
-        expect(text.locator("ol > li")).to_have_text(["Collect it [2]", "Wear it [1]"])
+        expect(text.locator("ul > li")).to_have_text(
+            ["Visitors wear a badge [1]", "Badges are returned to reception [2]"]
+        )
+        expect(text.locator("ol > li")).to_have_text(["Return it at reception [2]", "Wear it at all times [1]"])
         expect(text.locator("p")).to_have_text(
             [
                 "Badges, in short:",
@@ -805,7 +808,11 @@ def test_an_answer_renders_as_safe_markdown_keeps_what_it_did_not_cite_apart_and
     setup.embed(
         collection,
         [
-            setup.document("visitors.md", b"# Visitors\n\nVisitors wear a badge at all times.\n"),
+            setup.document(
+                "visitors.md",
+                b"# Visitors\n\nVisitors wear a badge at all times. Run `badge --show` to see it, or read the guide"
+                b" at https://example.org/badges.\n",
+            ),
             setup.document("returns.md", b"# Returns\n\nBadges are returned at reception.\n"),
         ],
     )

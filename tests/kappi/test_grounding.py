@@ -646,6 +646,15 @@ def test_a_list_of_empty_items_claims_nothing_even_cited() -> None:
     assert claim_of("The default is 3.", "How many workers are there?").new  # a number ending a sentence is a claim
 
 
+def test_a_numbered_item_is_judged_whole_so_an_unsupported_one_leaves_no_number_behind() -> None:
+    """Regression (#27): "1. Buy a car [2]" was split at "1." (a full stop): the number, claiming nothing, was
+    shown and the item dropped, so the next item rendered as "1. 2. Unused ..."."""
+    grounder = Grounder(PASSAGES, QUESTION)
+    text = run(grounder, ["Holidays:\n1. Buy a company car [2]\n", "2. Unused days expire in March [2]\n"])
+    assert text == "Holidays:\n2. Unused days expire in March [2]\n"
+    assert grounder.dropped == ["no_source"]
+
+
 def test_a_true_number_of_something_the_question_does_not_ask_about_is_no_answer() -> None:
     """A near miss: asked what the passage does not say, a sentence stating a number the passage gives for another
     setting rests on a window that speaks of that setting, not of the question's terms."""
