@@ -129,6 +129,9 @@ def _character_windows(
     while first := _NON_SPACE.search(text, start, end):
         at = first.start()
         window = size - reserve(at) if reserve else size
+        if ends and at + window < ends[-1]:  # a longer header here: start later, or it ends inside the last
+            start = ends[-1] - window
+            continue
         starts.append(at)
         ends.append(min(at + window, end))
         if ends[-1] == end:

@@ -178,3 +178,12 @@ def test_the_default_config_repeats_headings_and_old_stored_configs_read_as_the_
     # A document chunked before has another config hash, so adding it to its collection again re-chunks it.
     model = "all-MiniLM-L6-v2"
     assert config_hash(None, msgspec.to_builtins(default_chunk_config()), model) != config_hash(None, stored, model)
+
+
+def test_an_unsnapped_window_under_a_longer_header_does_not_end_inside_the_last(markdown_doc: Any) -> None:
+    """Regression (#27, found by the property test): the window after a heading gets the heading's own room back
+    only at the heading; one starting below it under a longer header ended before the window before it did."""
+    doc = markdown_doc("# A rather long title here\n\n## Sub\n\nabcdefghij klmnopqrst uvwxyz abcdefghij")
+    result = chunk(doc, characters(20, 18, snap_to_sentences=False), CHARACTERS, max_tokens=None)
+    ends = [c.char_end for c in result.chunks]
+    assert ends == sorted(ends)
