@@ -7,7 +7,7 @@ Small local models neither cite nor decline reliably when told to, so the pipeli
   calibrated on SciFact).
 - :class:`Grounder` reads the model's output as it streams: a ``[n]`` naming no passage is removed (a marker
   split across tokens, ``[1`` then ``2]``, is held back until it is whole); with attribution on, each sentence is
-  held until it ends and judged by one method, whether it cites or not (:func:`support`). What it *claims*
+  held until it ends and judged by one method, whether it cites or not (:meth:`Grounder._resting_on`). What it *claims*
   (:class:`Claim`) is its exact tokens (numbers, names spelled like code, quoted names, command-line options)
   and its own content words (those not merely echoing the question). A sentence claiming nothing new (a lead-in,
   an empty list item, the question restated, "I don't know") is held and shown only before one that stands. A
@@ -327,14 +327,6 @@ def _windows(claim: Claim, read: _Read) -> Iterable[str]:
     for chosen in itertools.islice(itertools.product(*places), _MAX_SPANS):
         span = words[max(min(chosen) - 1, 0) : max(chosen) + 2] if chosen else words
         yield "".join(span) + read.labels.words
-
-
-def support(sentence: str, question: str, passages: Sequence[Passage]) -> tuple[int | None, float]:
-    """The passage a sentence rests on and how well, from 0 to 1: the share of its own content words the best
-    window stating its exact tokens holds, among passages whose window holds :data:`RELATION_THRESHOLD` of the
-    question's key terms. ``(None, 0.0)`` when no passage states its exact tokens so."""
-    reads = [_Read.of(p) for p in passages]
-    return _supported(claim_of(sentence, question), key_terms(question), reads, RELATION_THRESHOLD)
 
 
 def _supported(claim: Claim, terms: Sequence[str], reads: Sequence[_Read], relation: float) -> tuple[int | None, float]:

@@ -93,7 +93,6 @@ _CELL = " | "
 _PAGE_NUMBER = re.compile(r"\s*[\d.]+\s*")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _CODE_CHARACTERS = "{}();=<>$`|\\[]"
-_CLOSING = (".", "!", "?", ":", ")", '"', "\u201d")
 _HEADING_WORDS = 10
 """A one-line paragraph of at most this many words without a sentence's closing punctuation is a heading."""
 _HEADING_MARKS = "\u00b6#* \t"
@@ -106,13 +105,6 @@ def is_code(sentence: str) -> bool:
     if text.startswith(("#", "```", "    ", "$ ", ">>> ")):
         return True
     return sum(text.count(c) for c in _CODE_CHARACTERS) * 8 > len(text)
-
-
-def is_prose(sentence: str) -> bool:
-    """Whether a sentence reads as one: not code, and not a heading or list item (a short line with no closing
-    punctuation)."""
-    text = sentence.strip()
-    return not is_code(text) and (text.endswith(_CLOSING) or len(text.split()) > _HEADING_WORDS)
 
 
 def is_fragment(sentence: str) -> bool:
@@ -178,8 +170,6 @@ class Sentence(NamedTuple):
     words: str
     quotable: bool
     """Whole and not code: not a fragment a chunk boundary cut."""
-    prose: bool
-    """Reads as a sentence (:func:`is_prose`)."""
     value: bool
     """States a number (digits or a number word)."""
 
@@ -215,7 +205,7 @@ def _sentences(paragraph: str) -> list[Sentence]:
         text = " ".join(_BULLET.sub("", piece).split())
         if text:
             quotable = not is_fragment(text) and not is_code(piece)
-            out.append(Sentence(text, _words(text), quotable, is_prose(text), states_value(text)))
+            out.append(Sentence(text, _words(text), quotable, states_value(text)))
     return out
 
 

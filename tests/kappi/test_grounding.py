@@ -21,7 +21,6 @@ from kappi.chat.grounding import (
     quoted_instead,
     relevant,
     split_citations,
-    support,
 )
 from kappi.llm import ChatMessage, Passage
 from kappi.retrieval.service import RetrievedChunk
@@ -87,6 +86,13 @@ def piece(index: int, start: int, text: str, *, document: str = "manual", collec
 
 def run(grounder: Grounder, tokens: list[str]) -> str:
     return "".join(grounder.feed(t) for t in tokens) + grounder.finish()
+
+
+def resting_on(sentence: str, question: str, passages: list[Passage]) -> int | None:
+    """The passage the grounder has a sentence cite, or None when it drops it."""
+    grounder = Grounder(passages, question)
+    run(grounder, [sentence])
+    return grounder.cited[0] if grounder.kept_sentences else None
 
 
 PASSAGES = [passage(1, LAPTOPS), passage(2, HOLIDAYS)]
@@ -242,10 +248,11 @@ def test_an_answer_of_nothing_but_unsupported_sentences_says_so() -> None:
 
 def test_support_judges_a_sentence_on_its_own_words_not_those_echoing_the_question() -> None:
     # "paid holiday" and "employee" echo the question; "25" and "calendar" are the claim
-    assert support("An employee gets 25 days of paid holiday per calendar year.", QUESTION, PASSAGES) == (2, 1.0)
-    citation, share = support("An employee gets 40 days of paid holiday.", QUESTION, PASSAGES)
-    assert share < 0.5  # "40" is in no passage
-    assert citation in (None, 2)
+    claim = "An employee gets 25 days of paid holiday per calendar year."
+    assert run(Grounder(PASSAGES, QUESTION), [claim]) == f"{claim} [2]"
+    grounder = Grounder(PASSAGES, QUESTION)
+    assert run(grounder, ["An employee gets 40 days of paid holiday."]) == UNSUPPORTED_ONLY  # "40" is in no passage
+    assert grounder.dropped == ["no_source"]
 
 
 # The agent's instructions are confidential (#26)
@@ -357,8 +364,8 @@ def test_a_sentence_stating_a_number_its_passage_states_elsewhere_is_not_support
     """Regression: SmolLM2's "0 to 25" was cited, both numbers being somewhere in its passage."""
     passages = [passage(1, SMALLINT)]
     question = "What is the range of the smallint type in PostgreSQL?"
-    assert support("The range of the smallint type in PostgreSQL is 0 to 25.", question, passages)[1] == 0.0
-    assert support("The smallint range is -32768 to +32767.", question, passages) == (1, 1.0)
+    true = "The smallint range is -32768 to +32767."
+    assert run(Grounder(passages, question), [true]) == f"{true} [1]"
     grounder = Grounder(passages, question)
     assert run(grounder, ["The range of the smallint type in PostgreSQL is 0 to 25."]) == UNSUPPORTED_ONLY
 
@@ -450,9 +457,9 @@ def test_a_sentence_joining_two_numbers_the_passage_states_in_two_sentences_rest
     handbook = passage(1, "Employees get 25 vacation days per year. Sick leave needs a doctor's note after three days.")
     answer = "The handbook says employees get 25 vacation days per year, and sick leave needs a note after three days."
     question = "How many vacation days do employees get, and when does sick leave need a note?"
-    assert support(answer, question, [handbook])[0] == 1
+    assert resting_on(answer, question, [handbook]) == 1
     invented = "Employees get 25 vacation days per year, and sick leave needs a note after five days."
-    assert support(invented, question, [handbook])[0] is None
+    assert resting_on(invented, question, [handbook]) is None
 
 
 def test_the_question_repeated_back_is_dropped_even_with_a_citation() -> None:
@@ -480,8 +487,8 @@ def test_an_attribution_naming_the_manuals_version_is_no_claim() -> None:
     manual = _manual(1, TEMP_BUFFERS, "runtime-config-resource.html", "Postgresql_15_manual")
     question = "How much memory may each session use for temporary buffers by default (temp_buffers)?"
     right = "According to the PostgreSQL 15 manual, the default value for temp_buffers is eight megabytes (8MB)."
-    assert support(right, question, [manual])[0] == 1
-    assert support("In the PostgreSQL 15 manual, temp_buffers defaults to 15 megabytes.", question, [manual])[0] is None
+    assert resting_on(right, question, [manual]) == 1
+    assert resting_on("In the PostgreSQL 15 manual, temp_buffers defaults to 15 megabytes.", question, [manual]) is None
 
 
 def test_a_bare_default_rests_only_on_the_section_of_what_the_question_names() -> None:
@@ -495,8 +502,8 @@ def test_a_bare_default_rests_only_on_the_section_of_what_the_question_names() -
         "runtime-config-autovacuum.html",
     )
     question = "How many updated or deleted tuples trigger a VACUUM by default (autovacuum_vacuum_threshold)?"
-    assert support("The default is three.", question, [workers])[0] is None
-    assert support("The default is 50 tuples.", question, [workers])[0] == 1
+    assert resting_on("The default is three.", question, [workers]) is None
+    assert resting_on("The default is 50 tuples.", question, [workers]) == 1
 
 
 def test_names_are_read_as_the_passages_document_spells_them() -> None:
@@ -509,13 +516,13 @@ def test_names_are_read_as_the_passages_document_spells_them() -> None:
         "python-3.11-library-zlib.html",
     )
     question = "What is the default value of the wbits argument of zlib.compress?"
-    assert support("The default value of the wbits argument of zlib.compress is 15.", question, [zlib])[0] == 1
-    assert support("The default value of the wbits argument of gzip.compress is 15.", question, [zlib])[0] is None
+    assert resting_on("The default value of the wbits argument of zlib.compress is 15.", question, [zlib]) == 1
+    assert resting_on("The default value of the wbits argument of gzip.compress is 15.", question, [zlib]) is None
     spec = _manual(
         1, "An implementation MAY get a file's MIME type from the user.mime_type extended attribute.", "mime-spec.html"
     )
     said = "The mime-spec.html file says a file's MIME type may come from the user.mime_type extended attribute."
-    assert support(said, "Which extended attribute may hold a file's MIME type?", [spec])[0] == 1
+    assert resting_on(said, "Which extended attribute may hold a file's MIME type?", [spec]) == 1
 
 
 def test_an_answer_resting_on_nothing_is_quoted_instead_only_from_a_section_that_answers() -> None:
@@ -680,7 +687,7 @@ def test_a_number_on_a_wrapped_line_is_read_with_the_words_around_it() -> None:
     words it follows."""
     wrapped = passage(1, "The solver runs until its iteration limit is\nreached, which is 100 unless set\notherwise.")
     question = "How many iterations does the solver run at most?"
-    assert support("The solver's iteration limit is 100.", question, [wrapped])[0] == 1
+    assert resting_on("The solver's iteration limit is 100.", question, [wrapped]) == 1
 
 
 def test_a_quote_standing_in_must_speak_of_most_of_what_the_question_asks() -> None:

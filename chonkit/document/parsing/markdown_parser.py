@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import functools
 import re
-from html.parser import HTMLParser
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
+from selectolax.lexbor import LexborHTMLParser
 
 from chonkit.document.parsing.blocks import BlockBuilder
 from chonkit.document.parsing.textcodec import decode_text
@@ -182,29 +182,11 @@ def _plain(source: str) -> str:
 
 
 def _html_text(source: str) -> str:
-    """An HTML block's text, tags dropped (and scripts and styles with their content)."""
-    reader = _HtmlText()
-    reader.feed(source)
-    reader.close()
-    return "".join(reader.parts)
-
-
-class _HtmlText(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._hidden = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("script", "style"):
-            self._hidden += 1
-        elif tag in ("br", "p", "div", "summary", "li", "tr", "details"):
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style"):
-            self._hidden = max(0, self._hidden - 1)
-
-    def handle_data(self, data: str) -> None:
-        if not self._hidden:
-            self.parts.append(data)
+    """An HTML block's text, tags dropped (and scripts and styles with their content), a line break before
+    each block-level element."""
+    tree = LexborHTMLParser(source)
+    tree.strip_tags(["script", "style"])
+    for node in tree.css("br, p, div, summary, li, tr, details"):
+        node.insert_before("\n")
+    root = tree.body or tree.root
+    return "" if root is None else root.text(deep=True, separator="")
