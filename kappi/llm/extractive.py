@@ -199,7 +199,7 @@ def _is_table(lines: Sequence[str]) -> bool:
 def _sentences(paragraph: str) -> list[Sentence]:
     lines = paragraph.split("\n")
     if _is_table(lines):  # each row is a statement of its own, in symbols that are not code
-        return [Sentence(row, _words(row), True, False, states_value(row)) for row in map(str.strip, lines)]
+        return [Sentence(row, _words(row), True, states_value(row)) for row in map(str.strip, lines)]
     out = []
     for piece in _SENTENCE_END.split(paragraph):
         text = " ".join(_BULLET.sub("", piece).split())
