@@ -71,9 +71,15 @@ def point_id(collection_id: UUID, document_id: UUID, chunk_index: int, content_h
     return str(uuid.uuid5(POINT_NAMESPACE, f"{collection_id}:{document_id}:{chunk_index}:{content_hash}"))
 
 
+PIPELINE_VERSION = 2
+"""Raised whenever parsing or chunking reads the same bytes and settings into other text (2: #27's cleaning of
+HTML chrome and PDF running headers, code kept indented), so the next embed re-does documents it would otherwise
+skip as unchanged: a collection made before is cleaned by embedding it again."""
+
+
 def config_hash(parse_config: Any, chunk_config: Any, model: str) -> str:
     """Changes when anything that shapes the vectors changes (so an unchanged document can be skipped)."""
-    encoded = msgspec.json.encode([parse_config, chunk_config, model], order="sorted")
+    encoded = msgspec.json.encode([parse_config, chunk_config, model, PIPELINE_VERSION], order="sorted")
     return hashlib.sha256(encoded).hexdigest()[:32]
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import schemas
 from chonkit.collection.reconcile import reconcile, upgrade_lexical_indexes
+from chonkit.embedding import worker as embedding_worker
 from chonkit.embedding.worker import EmbeddingWorker
 from common.db import SingleConnectionDatabase
 from common.db.database import Connection
@@ -214,6 +215,20 @@ async def test_unchanged_documents_are_skipped_and_changed_configs_replace_vecto
     assert rechunked["items"][0]["chunks"] > first["items"][0]["chunks"]
     detail = (await chonkit.get(f"/collections/{collection['id']}")).json()
     assert detail["vector_count"] == rechunked["items"][0]["chunks"]  # replaced, not added
+
+
+async def test_a_document_embedded_by_an_earlier_pipeline_is_embedded_again_not_skipped(
+    chonkit: httpx.AsyncClient, worker: EmbeddingWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#27: documents embedded before a parser or chunker change are cleaned by embedding them again."""
+    collection = await create_collection(chonkit, "qdrant")
+    doc_id = await upload(chonkit, "handbook.pdf", pdf(HANDBOOK))
+    await embed(chonkit, worker, collection["id"], doc_id)
+    monkeypatch.setattr(embedding_worker, "PIPELINE_VERSION", embedding_worker.PIPELINE_VERSION + 1)
+    again = await embed(chonkit, worker, collection["id"], doc_id)
+    assert again["items"][0]["stage"] == "done"
+    detail = (await chonkit.get(f"/collections/{collection['id']}")).json()
+    assert detail["vector_count"] == again["items"][0]["chunks"]  # replaced, not added
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
