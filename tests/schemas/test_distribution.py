@@ -39,7 +39,8 @@ RAGU_ONLY = {
 }
 """Distributions that Ragu needs and an application that only checks records must not be made to install."""
 
-_LEFT_BEHIND = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+_LEFT_BEHIND = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", "results")
+"""Build output, and the benchmarks' git-ignored results (their corpus cache holds dangling links)."""
 
 
 def _run(command: list[str | Path], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
