@@ -1012,6 +1012,9 @@ class Options:
     local_model: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     temperature: float = TEMPERATURE
+    checkpoint: Path | None = None
+    """Where the answers so far are written after each provider, so an interrupted run's are kept (``--rescore``
+    judges them)."""
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -1096,6 +1099,8 @@ async def measure(options: Options) -> dict[str, Any]:
                 else:
                     results[split][provider], answers = outcome
                     records += answers
+                    if options.checkpoint:
+                        options.checkpoint.write_text(json.dumps({"records": records}) + "\n", encoding="utf-8")
         ingest_seconds = s.ingest_seconds
         unavailable = s.unavailable
     print(table(results))
@@ -1274,6 +1279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         local_model=args.local_model,
         env=dict(item.split("=", 1) for item in args.env),
         temperature=args.temperature,
+        checkpoint=args.out and args.out.with_suffix(".partial.json"),
     )
     text = json.dumps(asyncio.run(measure(options)), indent=2)
     if args.out:
