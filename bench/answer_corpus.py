@@ -387,7 +387,9 @@ def _debian(package: str, version: str, cache: Path) -> tuple[Path, str]:
             )
             if latest.returncode != 0:
                 raise RuntimeError(f"apt-get download {package} failed (run apt-get update?): {latest.stderr[-300:]}")
-        deb = next(Path(scratch).glob("*.deb"))
+        deb = next(Path(scratch).glob("*.deb"), None)
+        if deb is None:
+            raise RuntimeError(f"apt-get download {package} left no .deb in {scratch}")
         actual = subprocess.run(
             ["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True, check=True
         ).stdout.strip()

@@ -128,7 +128,7 @@ class Answerer:
         rest, cited = grounder.finish(), grounder.cited
         declined = grounder.only_declined
         if (grounder.rested_on_nothing or declined) and (
-            quoted := quoted_instead(prepared.text, request.passages, over_a_decline=declined)
+            quoted := await asyncio.to_thread(quoted_instead, prepared.text, request.passages, over_a_decline=declined)
         ) is not None:
             rest, cited = quoted
             fallback = fallback or (DECLINED_FALLBACK if declined else UNSUPPORTED_FALLBACK)

@@ -39,6 +39,7 @@ from kappi.llm.base import Passage
 from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, extract_answer
 from kappi.llm.prompt import ANSWER_RULES
 from kappi.llm.words import (
+    DIGITS_OF,
     STOP_WORDS,
     expects_value,
     identifiers,
@@ -184,13 +185,7 @@ _FRAMING_TEXT = "accord bas base context information provid document source pass
 _FRAMING = frozenset(_FRAMING_TEXT.split())
 """Stems of how models frame an answer ("According to the information provided"): no evidence either way."""
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
-_NUMBER_WORDS_TEXT = """
-    zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
-    eighteen nineteen twenty
-"""
-_NUMBER_WORDS = {word: str(n) for n, word in enumerate(_NUMBER_WORDS_TEXT.split()) if word != "_"}
-"""Number words read as their digits; not "one", which is a pronoun as often ("any one time")."""
-_NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_NUMBER_WORDS)})\b", re.IGNORECASE)
+_NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(DIGITS_OF)})\b", re.IGNORECASE)
 _ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+|^\s*\d{1,2}[.)]\s*$|(?<=:)\s*\d{1,2}[.)]\s*$")
 """A list item's bullet or number at a sentence's start, a lone item number, or one after a lead-in ("steps: 1.")."""
 _ITEM_NUMBER = re.compile(r"\s*\d{1,2}[.)]")
@@ -205,7 +200,7 @@ _MAX_SPANS = 64
 
 def _numbers(text: str) -> set[str]:
     """The numbers a text states ("5432", "0.5", "three" as "3"), citation markers left out."""
-    text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], _CITED_NUMBERS.sub(" ", text))
+    text = _NUMBER_WORD.sub(lambda m: DIGITS_OF[m.group().lower()], _CITED_NUMBERS.sub(" ", text))
     return {n.rstrip(".,") for n in _NUMBER.findall(text)}
 
 
@@ -219,7 +214,7 @@ def _content_stems(text: str) -> list[str]:
     return [
         s
         for s in question_stems(text)
-        if s not in STOP_WORDS and s not in _FRAMING and not s.isdigit() and s not in _NUMBER_WORDS
+        if s not in STOP_WORDS and s not in _FRAMING and not s.isdigit() and s not in DIGITS_OF
     ]
 
 
@@ -270,7 +265,8 @@ def _text(text: str) -> _Text:
 
 @dataclass(frozen=True)
 class _Read:
-    """A passage read once: its paragraphs and labels (document, collection, instruction), naming their source."""
+    """A passage read once: its paragraphs and labels naming its source (its document's and collection's names;
+    not the collection's instruction, whose words would relate every passage alike to a question)."""
 
     passage: Passage
     paragraphs: tuple[_Text, ...]
@@ -278,7 +274,7 @@ class _Read:
 
     @classmethod
     def of(cls, passage: Passage) -> _Read:
-        names = f"{passage.document_name or ''} {passage.collection} {passage.instruction or ''}"
+        names = f"{passage.document_name or ''} {passage.collection}"
         paragraphs = tuple(_text(p) for p in _PARAGRAPH.split(passage.text) if p.strip())
         return cls(passage, paragraphs, _text(re.sub(r"[\W_]+", " ", names)))
 
@@ -308,7 +304,7 @@ def _share(stems: Sequence[str], words: str) -> float:
 
 def _names_source(token: tuple[str, str], claim: Claim, read: _Read) -> bool:
     """Whether the token names the passage's source: a name its labels hold, or a number the claim states only
-    after a word of them ("the PostgreSQL 15 manual")."""
+    after a word of them ("the Acme 4 manual")."""
     if not _stands(token, read.labels, read.passage):
         return False
     before = re.findall(rf"(\S+) {re.escape(token[1])}(?= |$)", claim.words)

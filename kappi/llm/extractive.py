@@ -4,9 +4,9 @@ It is the fallback so Ragu answers usefully with no model, no API key and no net
 not by rules for kinds of text: **the weighted share of the question's key terms a sentence window holds**. A
 window is a sentence with its neighbours inside one section of one passage (a section: a heading and the
 sentences under it); its heading counts as part of it, since manuals put a subject in a heading
-("cache_size (integer)") and its facts in the sentences below. Each key term (a question word minus stop and weak
+("queue_depth (integer)") and its facts in the sentences below. Each key term (a question word minus stop and weak
 words, crudely stemmed) weighs its inverse document frequency over the passages' sentences and headings, the BM25
-statistic: "default" weighs little, "cache_size" much, and a term no passage holds the most.
+statistic: "default" weighs little, "queue_depth" much, and a term no passage holds the most.
 
 - The best window holds the largest share (ties: the one whose heading names the question's code-like name, then
   one stating a number when a quantity is asked for, the more concentrated, the shorter, the better retrieved);
@@ -35,6 +35,7 @@ question).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import math
@@ -81,6 +82,8 @@ LEAD_IN_NEW_WORDS = 1
 """A quoted sentence with fewer words of its own (not the question's, not its heading's) announces rather than
 answers: the sentence after it is quoted too."""
 MAX_QUOTE_SENTENCES = 3
+"""What a quote grows to by the question's type; the sentence after a lead-in is quoted beyond it (what the lead-in
+announces is the answer)."""
 
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n+")
 _SENTENCE_END = re.compile(
@@ -326,8 +329,9 @@ class _Scorer:
         sentences = self.section.sentences
         last = chosen[-1]
         if last + 1 < len(sentences) and sentences[last + 1].quotable and self._announces(sentences[last]):
-            chosen = [*chosen, last + 1]
-            covered = covered | self.held[last + 1]
+            last += 1
+            chosen = [*chosen, last]
+            covered = covered | self.held[last]
         wants = self.query.want_value and not any(sentences[n].value for n in chosen)
         best, gain = -1, (False, 0.0, 0)
         for n, sentence in enumerate(sentences):
@@ -354,8 +358,8 @@ def _windows(query: _Query, passages: Sequence[Passage], per_passage: Sequence[A
     found = []
     for n, (passage, analysis) in enumerate(zip(passages, per_passage, strict=True)):
         subject = _subject(query, passage)
-        for index, section in enumerate(analysis.sections):
-            if query.names and not _names_stand(section, index, query.names, _Scope(passages, per_passage, passage)):
+        for section in analysis.sections:
+            if query.names and not _names_stand(section, query.names, _Scope(passages, per_passage, passage)):
                 continue
             scorer = _Scorer(query, section, subject)
             by_name = sum(name.search(section.heading_words) is not None for name in query.names)
@@ -396,12 +400,13 @@ class _Scope(NamedTuple):
         return " ".join(s.raw for p, a in pairs if p.document_id == document for s in a.sections)
 
 
-def _names_stand(section: Section, index: int, names: Sequence[re.Pattern[str]], scope: _Scope) -> bool:
-    """Whether every name the question spells like code stands in the section (or, for a passage that starts
-    below its heading, in its document's passages), and no other such name heads it."""
+def _names_stand(section: Section, names: Sequence[re.Pattern[str]], scope: _Scope) -> bool:
+    """Whether every name the question spells like code stands in the section or elsewhere in its document's
+    passages (a heading a chunk boundary cut off, a section speaking of what the one above names: requiring the
+    section itself to hold the name cost facts on the dev split), and no other such name heads it."""
     heading = (section.heading or "").lower()
     if heading and IDENTIFIER.search(heading) and not any(name.search(heading) for name in names):
-        return False  # headed by another name: ``page_cache_size_limit``, asked about ``cache_size``
+        return False  # headed by another name: ``max_queue_depth``, asked about ``queue_depth``
     if all(name.search(section.raw) for name in names):
         return True
     return all(name.search(scope.document_text()) for name in names)
@@ -475,20 +480,21 @@ async def checked_answer(
     to the question's is under :data:`MIN_SIMILARITY`: words a near miss shares with a passage do not make the
     passage say what it asks. When the embedder fails, the answer is the unchecked one at :data:`MIN_COVERAGE`."""
     sizes = {"max_passages": max_passages, "max_sentence_chars": max_sentence_chars}
-    pieces = extract_answer(question, passages, min_coverage=CHECKED_MIN_COVERAGE, **sizes)
+    pieces = await asyncio.to_thread(extract_answer, question, passages, min_coverage=CHECKED_MIN_COVERAGE, **sizes)
     if pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
         return pieces
     try:
         vectors = await embed([question, pieces[0]])
     except Exception:  # an embedder that fails leaves the answer to the words alone
         log.warning("extractive: the similarity check failed; answering on the words alone", exc_info=True)
-        return extract_answer(question, passages, **sizes)
+        return await asyncio.to_thread(extract_answer, question, passages, **sizes)
     return pieces if float(vectors[0] @ vectors[1]) >= MIN_SIMILARITY else [NOTHING_MATCHES]
 
 
 class ExtractiveProvider:
     """Streams :func:`checked_answer` (with an embedder) or :func:`extract_answer` for the last user message,
-    then zero usage."""
+    then zero usage. The answer is worked out on a thread: reading the passages is CPU work the event loop answering
+    other questions must not wait for."""
 
     name = "extractive"
     reads_system_prompt = False
@@ -505,7 +511,7 @@ class ExtractiveProvider:
         question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         sizes = {"max_passages": self._max_passages, "max_sentence_chars": self._max_sentence_chars}
         if self._embed is None:
-            pieces = extract_answer(question, request.passages, **sizes)
+            pieces = await asyncio.to_thread(extract_answer, question, request.passages, **sizes)
         else:
             pieces = await checked_answer(question, request.passages, self._embed, **sizes)
         for piece in pieces:

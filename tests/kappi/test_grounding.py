@@ -674,6 +674,16 @@ def test_a_true_number_of_something_the_question_does_not_ask_about_is_no_answer
     )
 
 
+def test_the_collections_instruction_does_not_relate_a_passage_to_the_question() -> None:
+    """Regression (#27): the collection's instruction counted among a passage's labels, so a question sharing its
+    words related to every passage of the collection alike, and a true number of another setting passed as the
+    answer to a near miss."""
+    instruction = "Worker settings: how long an idle worker waits before it is stopped"
+    described = [msgspec.structs.replace(p, instruction=instruction) for p in SETTINGS_PASSAGES]
+    question = "How long does an idle worker wait before it is stopped?"
+    assert run(Grounder(described, question), ["The default is 16 requests. [2]"]) == UNSUPPORTED_ONLY
+
+
 def test_a_sentence_citing_a_passage_that_does_not_hold_it_cites_the_one_that_does() -> None:
     grounder = Grounder(SETTINGS_PASSAGES, "How many workers serve requests at once by default?")
     assert run(grounder, ["Four workers serve requests at once by default [1]."]) == (

@@ -26,7 +26,7 @@ _CANDIDATE = re.compile(
     r"|(?<=\n)[^\S\n]*\n\s*(?=\S))"  # or a blank line, which ends whatever came before it
 )
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
-"""After punctuation too, a blank line ends the sentence: "... a session.\n\nwork_mem (integer)" is two."""
+"""After punctuation too, a blank line ends the sentence: "... a session.\n\nqueue_depth (integer)" is two."""
 _WORD = re.compile(r"\S+")
 _NON_SPACE = re.compile(r"\S")
 

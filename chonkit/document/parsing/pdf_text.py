@@ -1,13 +1,12 @@
 """A PDF page's text, as MuPDF's plain text output would give it, repaired where that output misreads the page.
 
 TeX and others draw an underscore outside a typewriter font as a short rule, not a glyph: MuPDF reads it as a gap
-(a space, or a line break where the rule splits the line), so ``glp_read`` came out as ``glp read``. The text page
+(a space, or a line break where the rule splits the line), so ``read_file`` came out as ``read file``. The text page
 is therefore built with the vectors collected, and a short rule at the baseline between two words becomes ``_``.
 A spacing accent drawn over its letter is put back on it, and a word hyphenated at a line's end is joined.
 MuPDF also splits a line at a wide gap, so a justified line could come out a word per line: lines on one
 baseline, close after each other, are joined. A page with no such rule and no line beside another keeps MuPDF's
-own text: the geometry (the page's dict, about
-twice as slow) is read only for the pages that need it.
+own text: the geometry (the page's dict, about twice as slow) is read only for the pages that need it.
 """
 
 from __future__ import annotations
@@ -101,8 +100,8 @@ def dehyphenate(text: str) -> str:
     """Join a word hyphenated at a line's end: its second part moves up to the first, the line break stays.
 
     Only a lower-case letter before the hyphen and one after make a join (``di-``/``agonal``); a soft hyphen always
-    does. A compound the page also writes hyphenated within a line keeps its hyphen, as does anything else (``CNF-``
-    /``SAT``, ``x-``/``2``): a broken word reads better than a wrong one. MuPDF's own ``TEXT_DEHYPHENATE`` joins at
+    does. A compound the page also writes hyphenated within a line keeps its hyphen, as does anything else (``TCP-``
+    /``IP``, ``x-``/``2``): a broken word reads better than a wrong one. MuPDF's own ``TEXT_DEHYPHENATE`` joins at
     every hyphen.
     """
     if "-\n" not in text and "\u2010\n" not in text and "\u00ad\n" not in text:

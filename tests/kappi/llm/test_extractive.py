@@ -4,10 +4,13 @@ answer every time."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -175,3 +178,19 @@ async def test_when_the_embedder_fails_the_answer_rests_on_the_words_alone() -> 
     passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ)]
     pieces = await checked_answer("Who approves holiday requests?", passages, fake_embed(None))
     assert pieces == extract_answer("Who approves holiday requests?", passages)
+
+
+async def test_the_answer_is_worked_out_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (#27): reading the passages is CPU work, and it ran on the loop answering every other question."""
+    on_loop: list[bool] = []
+    real = extractive.extract_answer
+
+    def watched(*args: Any, **kwargs: Any) -> list[str]:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(extractive, "extract_answer", watched)
+    question = "How many days of paid holiday does an employee get?"
+    text, _ = await complete(ExtractiveProvider(), request(question, [passage(1, HANDBOOK)]))
+    assert "25 days" in text
+    assert on_loop == [False]
