@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,8 +27,9 @@ SOURCES = ("schemas", "common", "chonkit", "kappi", "ragu", "console", "migratio
 def _python_files(package: str) -> list[Path]:
     """The package's tracked Python files: what a benchmark downloads into its git-ignored results folder
     (other projects' sources, some not even Python 3) is not ours to check."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", f"{package}/*.py"],
+    git = shutil.which("git") or "git"
+    listed = subprocess.run(  # noqa: S603 - git from PATH, listing this checkout
+        [git, "ls-files", "--cached", "--others", "--exclude-standard", "--", f"{package}/*.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,
