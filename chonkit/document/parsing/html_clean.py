@@ -22,6 +22,8 @@ Headings, tables, code and figures are never left out for their links; they go o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 LINK_DENSITY = 0.5
@@ -91,21 +93,7 @@ class _LeftOut:
 
     def find(self, root: LexborNode) -> list[LexborNode]:
         self._frames = [_Frame(root, link=False)]
-        node = root.first_child
-        while node is not None:
-            entered = self._enter(node)
-            child = node.first_child if entered else None
-            if child is not None:
-                node = child
-                continue
-            if entered:
-                self._exit()
-            while (sibling := node.next) is None:
-                node = node.parent
-                if node is None or node.mem_id == root.mem_id:
-                    return self._result()
-                self._exit()
-            node = sibling
+        walk(root, self._enter, lambda _: self._exit())
         return self._result()
 
     def _enter(self, node: LexborNode) -> bool:
@@ -197,3 +185,25 @@ def _inside_ids(node: LexborNode, ids: set[int]) -> bool:
             return True
         parent = parent.parent
     return False
+
+
+def walk(root: LexborNode, enter: Callable[[LexborNode], bool], leave: Callable[[LexborNode], None]) -> None:
+    """Visit ``root``'s descendants in document order without recursion (a page may nest deeper than Python's
+    stack): ``enter`` a node, and unless it says ``False`` its children, then ``leave`` it."""
+    root_id = root.mem_id
+    node = root.first_child
+    while node is not None:
+        entered = enter(node)
+        child = node.first_child if entered else None
+        if child is not None:
+            node = child
+            continue
+        if entered:
+            leave(node)
+        while (sibling := node.next) is None:
+            parent = node.parent
+            if parent is None or parent.mem_id == root_id:
+                return
+            node = parent
+            leave(node)
+        node = sibling

@@ -18,7 +18,7 @@ import re
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from chonkit.document.parsing.blocks import BlockBuilder
-from chonkit.document.parsing.html_clean import left_out_ids
+from chonkit.document.parsing.html_clean import left_out_ids, walk
 from chonkit.document.parsing.textcodec import decode_text
 
 MAX_NESTING = 512
@@ -92,24 +92,7 @@ class _HtmlBlocks:
         self._link_chars = 0  # non-space characters of the open term's text inside links
 
     def walk(self, root: LexborNode) -> None:
-        root_id = root.mem_id
-        node = root.first_child
-        while node is not None:
-            entered = self._enter(node)
-            child = node.first_child if entered else None
-            if child is not None:
-                node = child
-                continue
-            if entered:
-                self._exit(node)
-            while (sibling := node.next) is None:
-                parent = node.parent
-                if parent is None or parent.mem_id == root_id:
-                    self._flush_paragraph()
-                    return
-                node = parent
-                self._exit(node)
-            node = sibling
+        walk(root, self._enter, self._exit)
         self._flush_paragraph()
 
     def _enter(self, node: LexborNode) -> bool:
