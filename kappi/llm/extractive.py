@@ -15,14 +15,15 @@ statistic: "default" weighs little, "queue_depth" much, and a term no passage ho
   question that names something specific (a capitalised word inside it, an acronym, a number, a code name) that
   no passage or source name holds is about something the passages are not: it is declined.
 - With the embedder Ragu has loaded (:func:`checked_answer`), windows down to :data:`CHECKED_MIN_COVERAGE` may
-  answer, and the chosen quote is declined when its embedding's cosine to the question's is under
-  :data:`MIN_SIMILARITY`: this separates near misses (the topic is there, the asked fact is not) better than the
-  words do.
+  answer, and the chosen quote is declined when its window's coverage plus its embedding's cosine to the
+  question's is under :data:`MIN_EVIDENCE`: the two together separate near misses (the topic is there, the asked
+  fact is not) from answers better than either alone.
 - The quote is the window's sentences that add weight, then what the question's type asks for: the sentence after
   one that announces rather than answers (it ends in ":" or "?", or has fewer than :data:`LEAD_IN_NEW_WORDS` words
   of its own), and, for a quantity, the section's sentence that states one. Whole sentences only (not a fragment a
-  chunk boundary cut, not code), in the passage's words, its heading first when that holds a key term, cited by
-  every passage holding them; no lead-in line, no other bullets.
+  chunk boundary cut, not code unless a lead-in announces it; a sentence goes on past "U.S." before a lowercase
+  word), in the passage's words, its heading first when that holds a key term, cited by every passage holding
+  them; no lead-in line, no other bullets.
 - Layout is read, not guessed per document: a line of its own that ends no sentence is a heading (a PDF's text has
   few blank lines), a number alone on a line is a page's, a one-word heading ("Note") names a part of the subject
   above it, a table's rows are statements under the row that names its columns, a command's options are lines.
@@ -72,10 +73,11 @@ ANALYSED_PASSAGES = 4096
 """Passages whose analysis is kept (a few KB each for a 1 KB chunk)."""
 MIN_COVERAGE = 0.35
 """The share of the question's term weight the best window (with its heading) must hold to answer."""
-CHECKED_MIN_COVERAGE = 0.3
+CHECKED_MIN_COVERAGE = 0.2
 """:data:`MIN_COVERAGE` when the embedder checks the quote (:func:`checked_answer`)."""
-MIN_SIMILARITY = 0.5
-"""The cosine between the question's and the quote's embeddings under which a checked quote is declined."""
+MIN_EVIDENCE = 1.0
+"""What a checked quote must reach, its window's coverage plus its embedding's cosine to the question's, or it is
+declined: either alone separated answerable questions from near misses worse on the dev split."""
 MIN_ADDED_SHARE = 0.05
 """A neighbour joins the window only if it adds at least this share of the question's weight."""
 LEAD_IN_NEW_WORDS = 1
@@ -87,8 +89,8 @@ announces is the answer)."""
 
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n+")
 _SENTENCE_END = re.compile(
-    r"(?<=[.!?])[\"'\u201d)]*\s+(?=\S)"  # after a sentence's closing punctuation
-    r"|(?<=[.!?:])[ \t]*\n+"  # a line that ends a sentence or announces a list
+    r"(?<=[.!?])[\"'\u201d)]*\s+(?=[^\sa-z])"  # after a sentence's closing punctuation ("U.S. economy" goes on)
+    r"|(?<=:)[ \t]*\n+"  # a line that announces what follows it
     r"|\n+(?=\s*(?:[-*\u2022]|\d+[.)])\s|\s*--?\w)"  # before a list item or a command's option
 )
 _DIGIT = re.compile(r"\d")
@@ -199,15 +201,17 @@ def _is_table(lines: Sequence[str]) -> bool:
     return len(lines) > 1 and all(_CELL in line for line in lines)
 
 
-def _sentences(paragraph: str) -> list[Sentence]:
+def _sentences(paragraph: str, *, announced: bool = False) -> list[Sentence]:
+    """``announced``: the sentence before the paragraph ends in ":", so its first line is quotable as it is."""
     lines = paragraph.split("\n")
     if _is_table(lines):  # each row is a statement of its own, in symbols that are not code
         return [Sentence(row, _words(row), True, states_value(row)) for row in map(str.strip, lines)]
-    out = []
+    out: list[Sentence] = []
     for piece in _SENTENCE_END.split(paragraph):
         text = " ".join(_BULLET.sub("", piece).split())
         if text:
-            quotable = not is_fragment(text) and not is_code(piece)
+            announced = out[-1].text.endswith(":") if out else announced  # code, a command: what a lead-in shows
+            quotable = announced or (not is_fragment(text) and not is_code(piece))
             out.append(Sentence(text, _words(text), quotable, states_value(text)))
     return out
 
@@ -230,7 +234,7 @@ def analysed(text: str) -> Analysed:
             heading, body, raw = (block, f"{topic} {block}" if part else block), [], [block]
         else:
             raw.append(block)
-            body.extend(_sentences(block))
+            body.extend(_sentences(block, announced=bool(body) and body[-1].text.endswith(":")))
     if heading is not None or body:
         sections.append(_section(heading, raw, body))
     words = frozenset(s.words for section in sections for s in section.sentences)
@@ -450,23 +454,30 @@ def extract_answer(
     sentences); ``max_sentence_chars`` bounds the quote (``…`` marks a cut); ``min_coverage`` replaces
     :data:`MIN_COVERAGE` (:func:`checked_answer` lowers it, its similarity check declining instead).
     """
+    sizes = {"max_passages": max_passages, "max_sentence_chars": max_sentence_chars}
+    return scored_answer(question, passages, MIN_COVERAGE if min_coverage is None else min_coverage, **sizes)[0]
+
+
+def scored_answer(
+    question: str, passages: Sequence[Passage], least: float, *, max_passages: int, max_sentence_chars: int
+) -> tuple[list[str], float]:
+    """:func:`extract_answer`'s pieces, and the coverage of the window quoted (0 when none is)."""
     per_passage = [analysed(passage.text) for passage in passages]
     if not any(a.sections for a in per_passage):
-        return [NOTHING_FOUND]
+        return [NOTHING_FOUND], 0.0
     query = _query(question, passages, per_passage)
     if query is None:
-        return [NOTHING_MATCHES]
-    least = MIN_COVERAGE if min_coverage is None else min_coverage
+        return [NOTHING_MATCHES], 0.0
     answering = [w for w in _windows(query, passages, per_passage) if w.coverage >= least]
     best = max(answering, key=lambda w: w.rank, default=None)
     if best is None:
-        return [NOTHING_MATCHES]
+        return [NOTHING_MATCHES], 0.0
     text = _quote(best, query.needles, max_sentence_chars)
     quoted = [best.section.sentences[i].words for i in best.quoted]
     citing = [
         p.citation for p, a in zip(passages, per_passage, strict=True) if all(q in a.sentence_words for q in quoted)
     ]
-    return [text, " " + "".join(f"[{c}]" for c in dict.fromkeys(citing[:max_passages]))]
+    return [text, " " + "".join(f"[{c}]" for c in dict.fromkeys(citing[:max_passages]))], best.coverage
 
 
 Embed = Callable[[Sequence[str]], Awaitable["npt.NDArray[np.float32]"]]
@@ -476,11 +487,12 @@ Embed = Callable[[Sequence[str]], Awaitable["npt.NDArray[np.float32]"]]
 async def checked_answer(
     question: str, passages: Sequence[Passage], embed: Embed, *, max_passages: int = 3, max_sentence_chars: int = 600
 ) -> list[str]:
-    """:func:`extract_answer` down to :data:`CHECKED_MIN_COVERAGE`, its quote declined when its embedding's cosine
-    to the question's is under :data:`MIN_SIMILARITY`: words a near miss shares with a passage do not make the
-    passage say what it asks. When the embedder fails, the answer is the unchecked one at :data:`MIN_COVERAGE`."""
+    """:func:`extract_answer` down to :data:`CHECKED_MIN_COVERAGE`, its quote declined when its window's coverage
+    plus its embedding's cosine to the question's is under :data:`MIN_EVIDENCE`: words a near miss shares with a
+    passage do not make the passage say what it asks. When the embedder fails, the answer is the unchecked one at
+    :data:`MIN_COVERAGE`."""
     sizes = {"max_passages": max_passages, "max_sentence_chars": max_sentence_chars}
-    pieces = await asyncio.to_thread(extract_answer, question, passages, min_coverage=CHECKED_MIN_COVERAGE, **sizes)
+    pieces, coverage = await asyncio.to_thread(scored_answer, question, passages, CHECKED_MIN_COVERAGE, **sizes)
     if pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
         return pieces
     try:
@@ -488,7 +500,7 @@ async def checked_answer(
     except Exception:  # an embedder that fails leaves the answer to the words alone
         log.warning("extractive: the similarity check failed; answering on the words alone", exc_info=True)
         return await asyncio.to_thread(extract_answer, question, passages, **sizes)
-    return pieces if float(vectors[0] @ vectors[1]) >= MIN_SIMILARITY else [NOTHING_MATCHES]
+    return pieces if coverage + float(vectors[0] @ vectors[1]) >= MIN_EVIDENCE else [NOTHING_MATCHES]
 
 
 class ExtractiveProvider:

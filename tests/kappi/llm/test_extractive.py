@@ -16,13 +16,15 @@ from hypothesis import strategies as st
 
 from kappi.llm import ChatMessage, LlmRequest, Passage, Token, Usage, complete, extractive
 from kappi.llm.extractive import (
-    MIN_SIMILARITY,
+    CHECKED_MIN_COVERAGE,
+    MIN_EVIDENCE,
     NOTHING_FOUND,
     NOTHING_MATCHES,
     Embed,
     ExtractiveProvider,
     checked_answer,
     extract_answer,
+    scored_answer,
 )
 from kappi.llm.words import question_stems
 
@@ -166,11 +168,13 @@ def fake_embed(similarity: float | None) -> Embed:
 async def test_with_an_embedder_a_quote_unlike_the_question_is_declined() -> None:
     passages = [passage(1, IT_POLICY), passage(2, HOLIDAY_FAQ)]
     question = "Who approves holiday requests?"
-    alike = ExtractiveProvider(embed=fake_embed(MIN_SIMILARITY + 0.1))
+    coverage = scored_answer(question, passages, CHECKED_MIN_COVERAGE, max_passages=3, max_sentence_chars=600)[1]
+    assert 0 < coverage <= MIN_EVIDENCE  # the cosine decides
+    alike = ExtractiveProvider(embed=fake_embed(MIN_EVIDENCE - coverage + 0.05))
     assert (await complete(alike, request(question, passages)))[0] == (
         "Holiday requests are approved by your manager. [2]"
     )
-    unlike = ExtractiveProvider(embed=fake_embed(MIN_SIMILARITY - 0.1))
+    unlike = ExtractiveProvider(embed=fake_embed(MIN_EVIDENCE - coverage - 0.05))
     assert (await complete(unlike, request(question, passages)))[0] == NOTHING_MATCHES
 
 
@@ -194,3 +198,17 @@ async def test_the_answer_is_worked_out_off_the_event_loop(monkeypatch: pytest.M
     text, _ = await complete(ExtractiveProvider(), request(question, [passage(1, HANDBOOK)]))
     assert "25 days" in text
     assert on_loop == [False]
+
+
+def test_an_abbreviation_does_not_end_a_sentence() -> None:
+    """Regression (#27): "U.S. mainland" was cut after "U.S.", and the rest, starting in lowercase, was unquotable."""
+    text = "Orders leave the warehouse daily. Shipping to the U.S. mainland takes four business days."
+    pieces = extract_answer("How long does shipping to the mainland take?", [passage(1, text)])
+    assert pieces == ["Shipping to the U.S. mainland takes four business days.", " [1]"]
+
+
+def test_what_a_lead_in_announces_is_quoted_even_when_it_is_a_command() -> None:
+    """Regression (#27): the command after "run:" was code, so the quote stopped at the lead-in."""
+    text = "Queue maintenance\n\nTo list every queued job, run:\n\n$ jobq list --all\n\nThe list is sorted by age."
+    quote = extract_answer("How do I list every queued job?", [passage(1, text)])[0]
+    assert "$ jobq list --all" in quote
