@@ -107,23 +107,37 @@ def _fixed(
 class _Headers:
     """The headings a ``fixed`` chunk repeats, by the offset it starts at: the path of the block it starts in,
     less that block itself when it is a heading (its text opens the chunk already), outer headings dropped
-    while they would take more than half of ``size``. Every path's candidates are measured in one call."""
+    while they would take more than half of ``size``; then, for a chunk that starts inside a table below its first
+    row, that row (the columns' names), when the whole header still takes at most half of ``size``. Every path's
+    candidates and every table's first row are measured in one call each."""
 
     def __init__(self, layout: _Layout, size: int, meter: Meter) -> None:
         self._layout = layout
+        self._half = size // 2
         paths = list(dict.fromkeys(layout.paths_above()))
         candidates = [(path, _header_lines(path[first:])) for path in paths for first in range(len(path))]
         costs = meter.measure([header for _, header in candidates])
         self._by_path: dict[tuple[str, ...], tuple[str, int]] = dict.fromkeys(paths, ("", 0))
         for (path, header), cost in reversed(list(zip(candidates, costs, strict=True))):
-            if cost <= size // 2:  # reversed: the longest header that fits is written last
+            if cost <= self._half:  # reversed: the longest header that fits is written last
                 self._by_path[path] = header, cost
+        tables = layout.multi_row_tables()
+        rows = [table.text.split("\n", 1)[0] + "\n" for table in tables]
+        self._rows = {t.char_start: (row, cost) for t, row, cost in zip(tables, rows, meter.measure(rows), strict=True)}
+
+    def _parts(self, offset: int) -> tuple[str, int]:
+        header, cost = self._by_path[self._layout.path_above(offset)]
+        block, at = self._layout.block_at(offset)
+        row = self._rows.get(block.char_start)
+        if row is not None and at >= block.char_start + len(row[0]) and cost + row[1] <= self._half:
+            return header + row[0], cost + row[1]
+        return header, cost
 
     def header(self, offset: int) -> str:
-        return self._by_path[self._layout.path_above(offset)][0]
+        return self._parts(offset)[0]
 
     def cost(self, offset: int) -> int:
-        return self._by_path[self._layout.path_above(offset)][1]
+        return self._parts(offset)[1]
 
 
 def _header_lines(path: tuple[str, ...]) -> str:
@@ -240,9 +254,17 @@ class _Layout:
     def path_above(self, offset: int) -> tuple[str, ...]:
         """The headings above the first text at or after ``offset`` (where a chunk starting there starts once
         trimmed), not counting the heading that text may itself be."""
+        return _above(self.block_at(offset)[0])
+
+    def block_at(self, offset: int) -> tuple[Block, int]:
+        """The block of the first text at or after ``offset``, and where that text starts."""
         found = _NON_SPACE.search(self._text, offset)
         at = offset if found is None else found.start()
-        return _above(self._blocks[max(0, bisect_right(self._starts, at) - 1)])
+        return self._blocks[max(0, bisect_right(self._starts, at) - 1)], at
+
+    def multi_row_tables(self) -> list[Block]:
+        """The table blocks of more than one row: a chunk may start below their first."""
+        return [block for block in self._blocks if block.kind == "table" and "\n" in block.text]
 
     def chunks(self, spans: list[_Span], tokenizer: TokenCounter) -> list[Chunk]:
         """Chunks for ``spans`` in order, their tokens counted in one call."""

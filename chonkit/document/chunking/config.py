@@ -36,7 +36,8 @@ class FixedChunking(_Strategy, frozen=True, kw_only=True, forbid_unknown_fields=
     With ``repeat_headings`` (a contextual chunk header) each chunk's embedded and keyword-indexed text starts
     with the headings above its first line, one a line, as the document shows them: a chunk that continues a
     section ("The default is eight megabytes.") is found by the section's name (``temp_buffers (integer)``) in
-    both retrieval legs. ``size`` includes them; outer headings are left out when they would fill more than half
+    both retrieval legs; a chunk that starts inside a table below its first row repeats that row (the columns'
+    names) after them. ``size`` includes them; outer headings are left out when they would fill more than half
     of it. With ``snap_to_headings`` a window that would run past a heading ends before it instead, when at least
     half of it comes before, and the next one starts at the heading (with no overlap): a section's opening lines
     are not left at the end of a chunk that belongs to the section before. A document without headings is chunked

@@ -187,3 +187,16 @@ def test_an_unsnapped_window_under_a_longer_header_does_not_end_inside_the_last(
     result = chunk(doc, characters(20, 18, snap_to_sentences=False), CHARACTERS, max_tokens=None)
     ends = [c.char_end for c in result.chunks]
     assert ends == sorted(ends)
+
+
+def test_a_chunk_starting_inside_a_table_repeats_its_first_row() -> None:
+    """Regression (#27): a CSV's later chunks were bare rows, their columns named only in the first chunk."""
+    rows = "\n".join(f"{n},item-{n},{n * 3} kg" for n in range(1, 40))
+    doc = parse(f"id,name,weight\n{rows}\n".encode(), DocumentType.CSV, ParseConfig())
+    result = chunk(doc, characters(200), CHARACTERS, max_tokens=None)
+    assert len(result.chunks) > 3
+    assert result.chunks[0].text == result.chunks[0].content  # it starts with the row already
+    for c in result.chunks[1:]:
+        assert c.text == "id | name | weight\n" + c.content
+        assert doc.text[c.char_start : c.char_end] == c.content
+        assert len(c.text) <= 200
