@@ -212,3 +212,9 @@ def test_what_a_lead_in_announces_is_quoted_even_when_it_is_a_command() -> None:
     text = "Queue maintenance\n\nTo list every queued job, run:\n\n$ jobq list --all\n\nThe list is sorted by age."
     quote = extract_answer("How do I list every queued job?", [passage(1, text)])[0]
     assert "$ jobq list --all" in quote
+
+
+def test_an_acronym_the_question_names_must_stand_as_a_word() -> None:
+    """Regression (#27): "MO" was found as the start of "more" and "modes", so a near miss was answered."""
+    text = "The archive format has two modes. More entries make the index larger. Each index starts with a header."
+    assert extract_answer("What does the header of an MO index start with?", [passage(1, text)]) == [NOTHING_MATCHES]
