@@ -7,6 +7,7 @@ anything else is a bug: logged with its traceback and reported as a bare 500 tha
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -17,6 +18,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.routes import HTTPRoute
 from litestar.types import ExceptionHandlersMap
+from litestar.utils.scope.state import ScopeState
 
 from common.errors import AppError
 
@@ -84,26 +86,78 @@ def _app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[dict[str, A
     return problem_response(exc.status, exc.code, exc.detail, exc.extra, retry_after_seconds=exc.retry_after_seconds)
 
 
-def _validation(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
+def _validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
     errors = exc.extra if isinstance(exc.extra, list) else []
+    if len(errors) == 1 and (misplaced := _misplaced_id_in(request, errors[0])):
+        return misplaced
     return problem(400, "invalid_request", exc.detail or "the request is malformed", errors=errors)
+
+
+def _misplaced_id_in(request: Request[Any, Any, Any], error: Any) -> Response[dict[str, Any]] | None:
+    """``invalid_id`` for a string that is not a UUID where a body field or a query parameter takes an id, as for a
+    path segment: msgspec says only "Invalid UUID", and what was sent is usually a name."""
+    if not isinstance(error, dict) or error.get("message") != "Invalid UUID":
+        return None
+    key, source = str(error.get("key", "")), error.get("source")
+    if source == "body":
+        value = _at(ScopeState.from_scope(request.scope).json, key)
+    elif source == "query":
+        value = request.query_params.get(key)
+    else:
+        return None
+    if not isinstance(value, str):
+        return None
+    listing = f"/{_noun(key)}s"
+    routes = [r for r in request.app.routes if isinstance(r, HTTPRoute)]
+    has_listing = any(r.path == listing and "GET" in r.methods for r in routes)
+    return _invalid_id(request, source, key, value, listing if has_listing else None)
 
 
 def _not_found(request: Request[Any, Any, Any], _: NotFoundException) -> Response[dict[str, Any]]:
     root, path = _split_mount(request)
     if misplaced := _misplaced_id(request, path):
-        name, value, listing = misplaced
-        noun = name.removesuffix("_id").replace("_", " ")
-        where = f"; GET {root}{listing} lists each {noun} with its id" if listing else ""
-        return problem(
-            400,
-            "invalid_id",
-            f"{value!r} is not a valid {noun} id: ids are UUIDs (like 3fa85f64-5717-4562-b3fc-2c963f66afa6), "
-            f"and names are not ids{where}",
-            parameter=name,
-            value=value,
-        )
+        return _invalid_id(request, "path", *misplaced)
     return problem(404, "route_not_found", f"no route {request.method} {root}{path}")
+
+
+def _invalid_id(
+    request: Request[Any, Any, Any], source: str, name: str, value: str, listing: str | None
+) -> Response[dict[str, Any]]:
+    """``400 invalid_id``: ``value`` is not a UUID where ``name`` takes an id; ``source`` is where it was sent
+    (``path``, ``query`` or ``body``), ``listing`` the path that lists such ids, if any. A body's ``name`` is the
+    ``field`` member, a path's or query's the ``parameter``."""
+    root, _ = _split_mount(request)
+    noun = _noun(name).replace("_", " ")
+    sent = repr(value) if source == "path" else f"{value!r} in {name}"
+    member = "field" if source == "body" else "parameter"
+    where = f"; GET {root}{listing} lists each {noun} with its id" if listing else ""
+    detail = (
+        f"{sent} is not a valid {noun} id: ids are UUIDs (like 3fa85f64-5717-4562-b3fc-2c963f66afa6), "
+        f"and names are not ids{where}"
+    )
+    return problem_response(400, "invalid_id", detail, {member: name, "value": value})
+
+
+_KEY_PART = re.compile(r"[^.\[\]]+")
+"""The names and indexes of a validation error's ``key``: ``filters.document_ids[1]``."""
+
+
+def _noun(name: str) -> str:
+    """What an id names, from where it was sent: ``document`` for ``document_ids[1]`` or ``document_id``."""
+    field = next((part for part in reversed(_KEY_PART.findall(name)) if not part.isdigit()), name)
+    return field.removesuffix("_ids").removesuffix("_id")
+
+
+def _at(document: Any, key: str) -> Any:
+    """The value at a validation error's ``key`` in the decoded JSON body (``None`` when it is not there)."""
+    for part in _KEY_PART.findall(key):
+        if isinstance(document, dict):
+            document = document.get(part)
+        elif isinstance(document, list) and part.isdigit() and int(part) < len(document):
+            document = document[int(part)]
+        else:
+            return None
+    return document
 
 
 def _split_mount(request: Request[Any, Any, Any]) -> tuple[str, str]:

@@ -130,6 +130,81 @@ async def test_a_name_where_an_id_belongs_is_invalid_id_saying_an_id_is_expected
     assert body["detail"].endswith(f"GET {prefix}{listing} lists each {noun} with its id")
 
 
+ANY_ID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
+
+
+@pytest.mark.parametrize(
+    ("service", "method", "path", "body", "member", "where", "value", "listing"),
+    [
+        (
+            "chonkit",
+            "POST",
+            f"/collections/{ANY_ID}/documents",
+            {"document_ids": ["handbook.pdf"]},
+            "field",
+            "document_ids[0]",
+            "handbook.pdf",
+            "/documents",
+        ),
+        (
+            "chonkit",
+            "POST",
+            f"/collections/{ANY_ID}/search",
+            {"query": "leave", "document_ids": [ANY_ID, "handbook.pdf"]},
+            "field",
+            "document_ids[1]",
+            "handbook.pdf",
+            "/documents",
+        ),
+        ("kappi", "POST", "/chats", {"agent_id": "HR helper"}, "field", "agent_id", "HR helper", "/agents"),
+        (
+            "chonkit",
+            "GET",
+            "/jobs?collection_id=Hr_docs",
+            None,
+            "parameter",
+            "collection_id",
+            "Hr_docs",
+            "/collections",
+        ),
+    ],
+)
+async def test_a_name_where_an_id_belongs_in_a_body_or_query_is_invalid_id_naming_the_field(
+    served: dict[str, tuple[httpx.AsyncClient, str]],
+    settings: Settings,
+    service: str,
+    method: str,
+    path: str,
+    body: dict[str, object] | None,
+    member: str,
+    where: str,
+    value: str,
+    listing: str | None,
+) -> None:
+    client, prefix = served[service]
+    headers = _bearer(settings, admin=True)
+    response = await client.request(method, f"{prefix}{path}", json=body, headers=headers)
+    assert response.status_code == 400, response.text
+    problem = response.json()
+    assert (problem["code"], problem[member], problem["value"]) == ("invalid_id", where, value)
+    noun = where.split("[", maxsplit=1)[0].removesuffix("_ids").removesuffix("_id").replace("_", " ")
+    assert problem["detail"].startswith(f"{value!r} in {where} is not a valid {noun} id: ids are UUIDs")
+    assert "names are not ids" in problem["detail"]
+    if listing is not None:
+        assert problem["detail"].endswith(f"GET {prefix}{listing} lists each {noun} with its id")
+
+
+async def test_a_body_id_of_the_wrong_type_is_still_invalid_request(
+    served: dict[str, tuple[httpx.AsyncClient, str]], settings: Settings
+) -> None:
+    client, prefix = served["chonkit"]
+    body = {"document_ids": [42]}
+    response = await client.post(
+        f"{prefix}/collections/{ANY_ID}/documents", json=body, headers=_bearer(settings, admin=True)
+    )
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request"), response.text
+
+
 async def test_an_id_of_nothing_is_still_the_services_own_not_found(
     served: dict[str, tuple[httpx.AsyncClient, str]], settings: Settings
 ) -> None:
