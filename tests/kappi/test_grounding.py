@@ -137,6 +137,19 @@ def test_a_passage_the_keyword_leg_ranks_first_passes_the_relative_floor_its_cos
     assert kept == [best, port]
 
 
+def test_the_keyword_legs_first_hit_passes_down_to_the_lexical_floor() -> None:
+    """Regression (#27): a table's rows embed far from a question about one of them (cosine 0.3-0.4 under
+    all-MiniLM-L6-v2), so the row the keyword leg found first never reached the answer."""
+    models = {("pgvector", "Data"): "all-MiniLM-L6-v2"}
+    row = found_by_keywords(chunk("Data", 0.34), bm25=8.0, rank=1)
+    second = found_by_keywords(chunk("Data", 0.36), bm25=7.5, rank=2)  # not first: the absolute floor holds
+    faint = found_by_keywords(chunk("Other", 0.25), bm25=3.0, rank=1)  # first, but under the lexical floor too
+    models[("pgvector", "Other")] = "all-MiniLM-L6-v2"
+    floors = {"absolute": {"all-MiniLM-L6-v2": 0.4}, "lexical": {"all-MiniLM-L6-v2": 0.3}}
+    assert relevant([second, row, faint], models, relative=0.8, **floors) == [row]
+    assert relevant([row], {("pgvector", "Data"): "embed-v4"}, relative=0.8, **floors) == [row]  # no floors listed
+
+
 def test_chunks_that_follow_each_other_in_a_document_are_read_as_one_passage() -> None:
     """Regression: a chunk boundary cut "ssl_cert_file (string)" and its description from "The default is
     server.crt.", so no passage held the setting's name and its default together."""
