@@ -77,25 +77,6 @@ ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 FENCE = re.compile(r"\s*(`{3,}|~{3,})\s*([\w+-]*)")
 INLINE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
-# Bare commands in the two pages the change that added this check was not to edit (other work owned them); they
-# are listed so the check still reads every page, and may only ever be in these two files. Remove an entry once
-# its page uses the venv.
-KNOWN_ELSEWHERE = {
-    ("docs/architecture.md", "ragu worker"),
-    ("docs/benchmarks.md", "python -m bench.<name> --help"),
-    ("docs/benchmarks.md", "ragu serve"),
-    ("docs/benchmarks.md", "nice python -m bench --only scifact_bench"),
-    ("docs/benchmarks.md", "nice python -m bench.scifact_bench --engines pgvector --dense-weights 0.5"),
-    ("docs/benchmarks.md", "nice python -m bench.answer_bench --split test --providers extractive local naive"),
-    ("docs/benchmarks.md", "python -m bench.extractive_replay RESULT.json --embed"),
-    ("docs/benchmarks.md", "python -m bench.relevance_floor --full"),
-    ("docs/benchmarks.md", "nice python -m bench.answer_bench --providers extractive"),
-    ("docs/benchmarks.md", "nice python -m bench.section_retrieval_bench"),
-    ("docs/benchmarks.md", "nice python -m bench.scifact_bench --engines pgvector"),
-    ("docs/benchmarks.md", "python -m bench.ocr_bench --pages 4 --dpi 150,200"),
-    ("docs/benchmarks.md", "python -m bench.reembed_bench"),
-}
-
 
 def bare_programs(command_line: str) -> list[str]:
     """The programs a shell line runs by bare name that only the venv has, in order (``python3 -m venv``, which
@@ -230,7 +211,6 @@ def test_every_command_the_readme_and_docs_show_runs_from_the_venv() -> None:
         name = page.relative_to(REPO).as_posix()
         for number, command in shown_commands(page.read_text()):
             programs = bare_programs(command)
-            if programs and (name, command) not in KNOWN_ELSEWHERE:
+            if programs:
                 bare.append(f"{name}:{number}: {command}  (bare {', '.join(programs)}: use .venv/bin/{programs[0]})")
-    assert {name for name, _ in KNOWN_ELSEWHERE} <= {"docs/benchmarks.md", "docs/architecture.md"}
     assert not bare, "commands that do not run from the project's venv:\n" + "\n".join(bare)
