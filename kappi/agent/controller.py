@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from common.auth import Principal
+from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from kappi.agent.models import (
     AccessExplanation,
     AccessQuery,
@@ -21,6 +23,14 @@ from kappi.agent.models import (
     AssignmentReport,
 )
 from kappi.agent.service import AgentService
+
+FAILURES: dict[str, type[AppError]] = {
+    "collection_not_found": NotFound,
+    "not_assigned": NotFound,
+    "provider_unavailable": Unavailable,
+}
+"""The error of an assignment that failed, by its code; an identity missing, invalid or of another provider is
+``InvalidInput``."""
 
 
 class AgentAdminController(Controller):
@@ -81,8 +91,15 @@ class AgentAdminController(Controller):
         """Collections are named by ``vector_provider`` + ``name`` and learned from their identity record;
         a missing or invalid identity fails that item only (per-item results). Each says how it is searched:
         ``mode`` (``hybrid`` for a new assignment), ``dense_weight`` and ``tags``/``labels`` filters; an update
-        that leaves those out keeps the assignment's own."""
-        return await agents.assign(agent_id, data)
+        that leaves those out keeps the assignment's own. When every change fails, the answer is the first
+        failure's status and code (``404 collection_not_found``, ``404 not_assigned``...), with every result and
+        the collections attached, as for an upload whose every file is rejected; partial success is 200."""
+        report = await agents.assign(agent_id, data)
+        if report.results and not any(r.ok for r in report.results):
+            first = report.results[0]
+            error = FAILURES.get(first.code or "", InvalidInput)
+            raise error(first.detail or "nothing was assigned", code=first.code, extra=msgspec.to_builtins(report))
+        return report
 
     @post("/{agent_id:uuid}/access", status_code=HTTP_200_OK, summary="Explain access")
     async def explain(

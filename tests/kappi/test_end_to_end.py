@@ -382,6 +382,39 @@ async def test_assigning_a_name_in_the_wrong_case_suggests_the_collection(
             await conn.execute(f'DROP TABLE vectors."{bare}"')
 
 
+async def test_an_assignment_where_every_change_fails_answers_with_the_first_failures_status(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    """As for uploads: a script checking only the status must not miss that nothing was assigned. Partial
+    success stays 200 with per-item results."""
+    admin = as_user(settings, "root", admin=True)
+    url = f"/admin/agents/{world.agent['id']}/collections"
+    name = world.collections["hr"]["name"]
+    before = (await kappi.get(f"/admin/agents/{world.agent['id']}", headers=admin)).json()["collections"]
+
+    wrong_case = await kappi.put(
+        url, json={"add": [{"vector_provider": "pgvector", "name": name.lower()}]}, headers=admin
+    )
+    assert wrong_case.status_code == 404, wrong_case.text
+    assert wrong_case.headers["content-type"].startswith("application/problem+json")
+    problem = wrong_case.json()
+    [result] = problem["results"]
+    assert (problem["code"], problem["detail"]) == ("collection_not_found", result["detail"])
+    assert f"Did you mean {name!r}?" in problem["detail"]
+    assert problem["collections"] == before
+
+    never_assigned = {"remove": [{"vector_provider": "pgvector", "name": "Never_assigned"}]}
+    removal = await kappi.put(url, json=never_assigned, headers=admin)
+    assert (removal.status_code, removal.json()["code"]) == (404, "not_assigned"), removal.text
+
+    both = {
+        "add": [{"vector_provider": "pgvector", "name": name.lower()}, {"vector_provider": "pgvector", "name": name}]
+    }
+    partial = await kappi.put(url, json=both, headers=admin)
+    assert partial.status_code == 200, partial.text
+    assert [(r["ok"], r["code"]) for r in partial.json()["results"]] == [(False, "collection_not_found"), (True, None)]
+
+
 async def test_agent_edits_make_versions_and_old_answers_keep_theirs(
     kappi: httpx.AsyncClient, world: World, settings: Settings
 ) -> None:
