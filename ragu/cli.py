@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 
@@ -89,6 +90,14 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
 Handler = Callable[[argparse.Namespace, Settings], int]
 
 
+def _version() -> str:
+    """The installed package's version (``pip install -e .`` records it too)."""
+    try:
+        return importlib.metadata.version("ragu")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def _command(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, handler: Handler
 ) -> argparse.ArgumentParser:
@@ -101,6 +110,7 @@ def _command(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragu", description=__doc__, epilog=SETTINGS_NOTE)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}", help="print the version")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help="the command to run:")
 
     serve = _command(commands, "serve", "run the services (embedded PostgreSQL unless DATABASE_URL is set)", _serve)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -101,3 +102,9 @@ def test_ragu_help_as_printed(env: dict[str, str], tmp_path: Path) -> None:
     assert result.returncode == 0
     assert result.stdout.startswith("usage: ragu")
     assert "``" not in result.stdout
+
+
+def test_version_prints_the_installed_version(env: dict[str, str], tmp_path: Path) -> None:
+    result = _ragu("--version", cwd=tmp_path, env=env)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"ragu {importlib.metadata.version('ragu')}\n"
