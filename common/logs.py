@@ -6,6 +6,7 @@ Extra fields passed with ``logger.info("...", extra={...})`` become keys of the 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 
@@ -14,6 +15,7 @@ import msgspec
 # uvicorn adds an ANSI-coloured duplicate of every message; it is noise in structured logs
 _STANDARD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
 _encoder = msgspec.json.Encoder()
+_LINE_BREAK = re.compile(r"\s*\n\s*")
 
 
 class JsonFormatter(logging.Formatter):
@@ -31,13 +33,20 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """One line per record, after its time, level and logger: a message or an extra value over several lines (a
+    migration's docstring, as Alembic logs it) is joined, so no line of the log comes without them. A traceback
+    keeps its lines."""
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-5s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's own name)
+        return _LINE_BREAK.sub(" ", super().formatMessage(record))
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         extras = {k: v for k, v in vars(record).items() if k not in _STANDARD_ATTRS and not k.startswith("_")}
-        return line + "".join(f" {k}={v}" for k, v in extras.items())
+        return line + "".join(f" {k}={_LINE_BREAK.sub(' ', str(v))}" for k, v in extras.items())
 
 
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -176,3 +177,13 @@ def test_a_start_warns_of_development_auth_once_and_not_of_xdg_runtime_dir(
     stderr = running[1].read_text()
     assert stderr.count("development authentication") == 1, stderr
     assert "XDG_RUNTIME_DIR" not in stderr
+
+
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+: ")
+
+
+def test_a_first_start_logs_every_line_with_its_time_and_level(running: tuple[dict[str, str], Path]) -> None:
+    """The migrations' docstrings, wrapped over several lines, once printed their later lines bare."""
+    stderr = running[1].read_text()
+    assert "Running upgrade 0005 -> 0006" in stderr, stderr  # a revision whose docstring's summary is 3 lines
+    assert [line for line in stderr.splitlines() if not LOG_LINE.match(line)] == []
