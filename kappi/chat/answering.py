@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -25,9 +25,10 @@ from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, quoted_in
 from kappi.chat.models import Answer, Chat, Citation, DropReason, Grounding, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
+from kappi.llm.extractive import about_something_else
 from kappi.llm.prompt import CONTEXT_PLACEHOLDER, grounded_question
 from kappi.llm.registry import EXTRACTIVE, LlmFallback, LlmRegistry
-from kappi.retrieval.service import Retrieval, Retriever, rerank_choice
+from kappi.retrieval.service import Retrieval, RetrievedChunk, Retriever, rerank_choice
 
 UNSUPPORTED_FALLBACK = LlmFallback(
     provider=EXTRACTIVE,
@@ -93,15 +94,18 @@ class Answerer:
         """The one answer pipeline both forms consume. ``aclosing``: a client that goes away stops the
         upstream LLM call now, not at garbage collection.
 
-        Only passages above the relevance floor reach the model; with none, the answer declines without
+        Only passages above the relevance floor reach the model, and none when the question names what none of
+        them holds (:func:`~kappi.llm.extractive.about_something_else`); with none, the answer declines without
         calling it. The model's text then streams through a :class:`Grounder`, and the pipeline ends with
         the :class:`Grounded` verdict: which passages the answer cites."""
         searched = condensed_question(prepared.text, prepared.history)
         found = await self.retriever.retrieve(
             prepared.agent.collections, prepared.groups, searched, rerank=rerank_choice(prepared.config)
         )
-        kept = relevant(found.chunks, await self._models(found))
-        retrieval = msgspec.structs.replace(found, chunks=joined_neighbours(kept))
+        kept = joined_neighbours(relevant(found.chunks, await self._models(found)))
+        # the question names what no passage holds: no model is asked to answer from them
+        elsewhere = bool(kept) and await asyncio.to_thread(about_something_else, searched, _passages(kept))
+        retrieval = msgspec.structs.replace(found, chunks=[] if elsewhere else kept)
         yield retrieval
         if not retrieval.chunks and prepared.agent.collections:
             yield Token(text=DECLINE)
@@ -367,8 +371,10 @@ def _instructions(config: AgentVersion, request: LlmRequest) -> str:
     return "\n".join([request.system, template, *instructions])
 
 
-def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool) -> LlmRequest:
-    passages = [
+def _passages(chunks: Sequence[RetrievedChunk]) -> list[Passage]:
+    """The chunks as the answer reads them, numbered for citation: each with its context (a parent, or joined
+    neighbours)."""
+    return [
         Passage(
             collection=c.collection,
             instruction=c.instruction or None,
@@ -380,8 +386,12 @@ def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool)
             score=c.score,
             citation=n,
         )
-        for n, c in enumerate(retrieval.chunks, start=1)
+        for n, c in enumerate(chunks, start=1)
     ]
+
+
+def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool) -> LlmRequest:
+    passages = _passages(retrieval.chunks)
     config = prepared.config
     question = grounded_question(prepared.text, passages, config.context_template) if with_system else prepared.text
     return LlmRequest(

@@ -11,9 +11,10 @@ statistic: "default" weighs little, "queue_depth" much, and a term no passage ho
 - The best window holds the largest share (ties: the one whose heading names the question's code-like name, then
   one stating a number when a quantity is asked for, the more concentrated, the shorter, the better retrieved);
   under :data:`MIN_COVERAGE` no window answers, and the answer says so plainly. A name the question spells like
-  code must stand in the passage's document, and a section headed by another such name does not answer. A
-  question that names something specific (a capitalised word inside it, an acronym, a number, a code name) that
-  no passage or source name holds is about something the passages are not: it is declined.
+  code must stand in the passage's document, and a section headed by another such name does not answer. When at
+  least :data:`MISSING_NAMES` of what a question names (a capitalised word inside it, an acronym, a number, a code
+  name) stands in no passage or source name, the passages are about something else: it is declined, and the
+  answer pipeline asks no model (:func:`about_something_else`).
 - With the embedder Ragu has loaded (:func:`checked_answer`), windows down to :data:`CHECKED_MIN_COVERAGE` may
   answer, and the chosen quote is declined when its window's coverage plus its embedding's cosine to the
   question's is under :data:`MIN_EVIDENCE`: the two together separate near misses (the topic is there, the asked
@@ -87,6 +88,9 @@ MAX_QUOTE_SENTENCES = 3
 """What a quote grows to by the question's type; the sentence after a lead-in is quoted beyond it (what the lead-in
 announces is the answer)."""
 
+MISSING_NAMES = 0.5
+"""The share of the names a question gives (:func:`_specific`) that, standing in no passage, makes the passages about
+something else (dev split: any one missing declined answerable questions whose passages lacked one of two names)."""
 SHORT_NAME = 3
 """A name the question gives of at most this many letters (an acronym) is looked for as a whole word, not as the
 start of one: a passage saying "more" does not name "MO" (dev split: near misses declined 90 -> 93 %)."""
@@ -265,25 +269,48 @@ class _Query(NamedTuple):
 
 def _query(question: str, passages: Sequence[Passage], per_passage: Sequence[Analysed]) -> _Query | None:
     """The question's key terms weighted by their inverse frequency over the passages' sentences and headings;
-    ``None`` when it has none, or names something specific that no passage or source holds."""
+    ``None`` when it has none, or the passages are about something else (:func:`_names_missing`)."""
     needles = [" " + s for s in key_terms(question)]
-    if not needles:
+    units = _units(per_passage)
+    if not needles or _names_missing(question, needles, units, passages):
         return None
-    units = [s.words for a in per_passage for section in a.sections for s in section.sentences]
-    units += [section.heading_words for a in per_passage for section in a.sections if section.heading]
-    sources = "".join({_source_words(p.document_name, p.collection) for p in passages})
     counts = []
     for at, needle in enumerate(needles):
         count = sum(needle in u for u in units)
         if not count and "_" in needle:  # a PDF's text may have lost a name's underscores
             needles[at] = needle.replace("_", " ")
             count = sum(needles[at] in u for u in units)
-        if needle[1:] in _specific(question) and not _named_in(needles[at], [*units, sources]):
-            return None
         counts.append(count)
     weights = tuple(math.log(1 + len(units) / (1 + count)) for count in counts)
     names = tuple(named(identifiers(question)))
     return _Query(tuple(needles), weights, frozenset(question_stems(question)), names, expects_value(question))
+
+
+def _units(per_passage: Sequence[Analysed]) -> list[str]:
+    """Every sentence's and heading's words: what the question's terms are counted and looked for in."""
+    units = [s.words for a in per_passage for section in a.sections for s in section.sentences]
+    return units + [section.heading_words for a in per_passage for section in a.sections if section.heading]
+
+
+def _names_missing(question: str, needles: Sequence[str], units: Sequence[str], passages: Sequence[Passage]) -> bool:
+    """Whether at least :data:`MISSING_NAMES` of what the question names (:func:`_specific`) stands in no passage
+    and no source's name: the passages are about something else, however many other words they share."""
+    specific = _specific(question)
+    names = [needle for needle in needles if needle[1:] in specific]
+    if not names:
+        return False
+    sources = "".join({_source_words(p.document_name, p.collection) for p in passages})
+    where = [*units, sources]
+    missing = sum(
+        not _named_in(name, where) and not ("_" in name and _named_in(name.replace("_", " "), where)) for name in names
+    )
+    return missing >= MISSING_NAMES * len(names)
+
+
+def about_something_else(question: str, passages: Sequence[Passage]) -> bool:
+    """:func:`_names_missing` for a question and its passages: what a model must not be asked to answer from them."""
+    needles = [" " + s for s in key_terms(question)]
+    return _names_missing(question, needles, _units([analysed(p.text) for p in passages]), passages)
 
 
 def _named_in(needle: str, units: Sequence[str]) -> bool:

@@ -696,6 +696,28 @@ async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_
     assert len(calls) == 1
 
 
+async def test_a_question_naming_what_no_passage_holds_is_declined_without_calling_the_llm(
+    kappi: httpx.AsyncClient, world: World, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (#27): a near miss (the topic is there, what it names is not) reached the model, which answered
+    it from the passages about something else, cited."""
+    calls: list[LlmRequest] = []
+    original = ExtractiveProvider.stream
+
+    def spying(self: ExtractiveProvider, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
+        calls.append(request)
+        return original(self, request)
+
+    monkeypatch.setattr(ExtractiveProvider, "stream", spying)
+    alice = as_user(settings, "alice", "hr", "legal")
+    events = await _ask_streaming(kappi, alice, world.agent["id"], "How many vacation days do Globex contractors get?")
+    assert "".join(d["text"] for e, d in events if e == "token") == DECLINE
+    assert events[-1][1]["grounding"]["declined"] is True
+    assert calls == []
+    await _ask_streaming(kappi, alice, world.agent["id"])  # the same question without the name reaches the LLM
+    assert len(calls) == 1
+
+
 async def test_revocation_withholds_only_answers_that_cited_the_collection(
     chonkit: httpx.AsyncClient, kappi: httpx.AsyncClient, world: World, settings: Settings
 ) -> None:
