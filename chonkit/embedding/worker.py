@@ -73,9 +73,9 @@ def point_id(collection_id: UUID, document_id: UUID, chunk_index: int, content_h
 
 PIPELINE_VERSION = 3
 """Raised whenever parsing or chunking reads the same bytes and settings into other text (2: #27's cleaning of
-HTML chrome and PDF running headers, code kept indented; 3: a chunk inside a table repeats its first row), so the
-next embed re-does documents it would otherwise skip as unchanged: a collection made before is cleaned by
-embedding it again."""
+HTML chrome and PDF running headers, code kept indented; 3: a chunk inside a table repeats its first row, and a
+JSON array of records is a table), so the next embed re-does documents it would otherwise skip as unchanged: a
+collection made before is cleaned by embedding it again."""
 
 
 def config_hash(parse_config: Any, chunk_config: Any, model: str) -> str:

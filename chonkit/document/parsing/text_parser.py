@@ -6,6 +6,7 @@ import csv
 import io
 import re
 import textwrap
+from typing import TypeGuard
 
 import msgspec
 
@@ -48,17 +49,47 @@ def parse_csv(data: bytes, builder: BlockBuilder) -> None:
 
 
 def parse_json(data: bytes, builder: BlockBuilder) -> None:
-    """The JSON pretty-printed (two-space indent) as one ``code`` block.
+    """Records (an array of flat objects, alone or as an object's only member, whose key heads it) as one
+    ``table`` block like a CSV's, a row per record under a row of their keys; any other JSON pretty-printed
+    (two-space indent) as one ``code`` block.
 
     Raises:
         InvalidInput: ``document_corrupt`` for invalid (or absurdly deeply nested) JSON.
     """
     text = decode_text(data)
     try:
-        msgspec.json.decode(text)
+        value = msgspec.json.decode(text)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise InvalidInput(f"The JSON is invalid: {exc}.", code="document_corrupt") from exc
-    builder.add(msgspec.json.format(text, indent=2), "code")
+    name, records = next(iter(value.items())) if isinstance(value, dict) and len(value) == 1 else (None, value)
+    if not _are_records(records):
+        builder.add(msgspec.json.format(text, indent=2), "code")
+        return
+    if name:
+        builder.add_heading(name, 1)
+    keys = list(dict.fromkeys(key for record in records for key in record))
+    rows = [[_cell(record.get(key)) for key in keys] for record in records]
+    builder.add("\n".join(" | ".join(row) for row in [keys, *rows]), "table")
+
+
+def _are_records(value: object) -> TypeGuard[list[dict[str, object]]]:
+    """At least two objects, every member a string, number, boolean or null."""
+    return (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(item, dict) and all(isinstance(v, _SCALARS) for v in item.values()) for item in value)
+    )
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return " ".join(str(value).split())
 
 
 def _dialect(text: str) -> type[csv.Dialect] | csv.Dialect:

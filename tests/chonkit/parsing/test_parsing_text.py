@@ -119,6 +119,21 @@ def test_json_is_pretty_printed() -> None:
     assert doc.media_type == "application/json"
 
 
+def test_json_records_are_a_table_like_a_csvs() -> None:
+    """Regression (#27): an array of records was pretty-printed code, a key per line, that no answer quoted."""
+    data = b'{"currencies": [{"code": "EUR", "digits": 2, "name": "Euro"}, {"code": "JPY", "digits": 0, "old": true}]}'
+    doc = parse(data, DocumentType.JSON, ParseConfig())
+
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        ("heading", "currencies"),
+        ("table", "code | digits | name | old\nEUR | 2 | Euro | \nJPY | 0 |  | true"),
+    ]
+    bare = parse(b'[{"id": 1, "note": null}, {"id": 2, "note": "second"}]', DocumentType.JSON, ParseConfig())
+    assert [(b.kind, b.text) for b in bare.blocks] == [("table", "id | note\n1 | \n2 | second")]
+    nested = b'[{"id": 1, "tags": ["a"]}, {"id": 2, "tags": []}]'  # not flat: stays JSON
+    assert [b.kind for b in parse(nested, DocumentType.JSON, ParseConfig()).blocks] == ["code"]
+
+
 def test_json_keeps_non_ascii_text() -> None:
     assert _texts('{"ville": "Köln €"}'.encode(), DocumentType.JSON) == ['{\n  "ville": "Köln €"\n}']
 
