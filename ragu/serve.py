@@ -22,7 +22,7 @@ from common.http.app import AccessLog
 from common.logs import configure_logging
 from console.app import create_app as create_console
 from kappi.app import create_app as create_kappi
-from ragu.bootstrap import ensure_local_storage_free, prepare_database
+from ragu.bootstrap import claim_data_dir, ensure_local_storage_free, prepare_database
 from ragu.host import ServiceHost
 from ragu.local_llm import LocalLlmServer, local_llm_for
 
@@ -117,6 +117,7 @@ def serve(settings: Settings, services: Sequence[str]) -> int:
     embedded = None
     local_llm = None
     try:
+        claim_data_dir(settings)  # after the checks above, so a refused start creates nothing
         settings, embedded = prepare_database(settings)
         local_llm, refused = local_llm_for(settings) if "kappi" in services else (None, None)
         if local_llm is not None:

@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import importlib.metadata
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +64,30 @@ def test_token_in_the_served_folder_trims_names_around_commas(env: dict[str, str
     assert principal.groups == {"hr", "legal"}
     assert principal.roles == {"admin", "ops"}
     assert principal.is_admin
+
+
+def test_serve_inside_a_data_directory_refuses_to_make_a_new_one_there(
+    env: dict[str, str], served_data_dir: Path
+) -> None:
+    """Started from inside ``.ragu``, ``ragu serve`` would make ``.ragu/.ragu``: a second, empty platform."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    command = [sys.executable, "-m", "ragu.cli", "serve"]
+    started = {**env, "RAGU_PORT": port, "RAGU_LOCAL_LLM_MODEL": "none"}
+    process = subprocess.Popen(command, env=started, cwd=served_data_dir, stderr=subprocess.PIPE, text=True)  # noqa: S603
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # it started a platform in there
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 2, stderr
+    assert stderr.splitlines() == [
+        f"ragu: refusing to create a new data directory {served_data_dir / '.ragu'} inside the data directory "
+        f"{served_data_dir} of another platform: to use that platform, set RAGU_DATA_DIR={served_data_dir} or start "
+        f"ragu serve in {served_data_dir.parent}; for a new one, choose a folder outside it (data_dir_inside_data_dir)"
+    ]
+    assert not (served_data_dir / ".ragu").exists(), "nothing was created"
 
 
 @pytest.mark.parametrize(

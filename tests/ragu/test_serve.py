@@ -146,6 +146,14 @@ def test_a_first_start_says_where_it_created_the_signing_secret(running: tuple[d
     assert f"created a development signing secret at {env['RAGU_DATA_DIR']}/auth/dev-secret" in log.read_text()
 
 
+def test_a_first_start_says_it_made_a_new_data_directory_in_one_line(running: tuple[dict[str, str], Path]) -> None:
+    """Started from another folder, ``ragu serve`` makes a new, empty platform there: the log must say so."""
+    env, log = running
+    lines = [line for line in log.read_text().splitlines() if "new data directory" in line]
+    assert len(lines) == 1, lines
+    assert f"ragu.bootstrap: new data directory {env['RAGU_DATA_DIR']} (no platform was there" in lines[0]
+
+
 def test_a_second_serve_on_a_taken_port_says_so_in_one_line(
     running: tuple[dict[str, str], Path], tmp_path: Path
 ) -> None:
