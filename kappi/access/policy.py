@@ -9,7 +9,7 @@ Admins get no bypass here: chat access is about groups, not roles.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Literal
 
 import msgspec
@@ -41,6 +41,14 @@ def agent_visible(agent_groups: Iterable[str], user_groups: Iterable[str]) -> bo
     """The same rule for agents: no groups = everyone."""
     groups = frozenset(agent_groups)
     return not groups or not groups.isdisjoint(user_groups)
+
+
+def searches_nothing(reasons: Collection[Reason]) -> bool:
+    """Whether an agent can search nothing for a user: it has collections, and every one is restricted to groups
+    the user is not in (each assigned collection's reason, as the retriever decides it per question). An agent with
+    no collections is a plain assistant, not one that searches nothing; a collection that is missing or unreachable
+    is nobody's to search, which is not a matter of the user's groups, so it does not count."""
+    return bool(reasons) and all(reason == "not_a_member" for reason in reasons)
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):

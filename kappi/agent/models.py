@@ -195,4 +195,7 @@ class AccessExplanation(msgspec.Struct, frozen=True, kw_only=True):
     subject: str | None
     agent_visible: bool
     """Whether these groups may see and use the agent at all."""
+    searches_nothing: bool
+    """Whether the agent has collections and every one is restricted to groups these do not include: through it,
+    the user can search nothing (an agent with no collections is a plain assistant: false)."""
     collections: list[Verdict]

@@ -18,7 +18,7 @@ from common.errors import InvalidInput, NotFound
 from common.groups import check_groups
 from common.vectors.base import DEFAULT_DENSE_WEIGHT
 from kappi.access.identities import IdentityReader
-from kappi.access.policy import agent_visible
+from kappi.access.policy import agent_visible, searches_nothing
 from kappi.agent.models import (
     VERSIONED_FIELDS,
     AccessExplanation,
@@ -250,6 +250,7 @@ class AgentService:
             groups=sorted(groups),
             subject=subject,
             agent_visible=agent.active and agent_visible(agent.groups, groups),
+            searches_nothing=searches_nothing([v.reason for v, _ in verdicts]),
             collections=[v for v, _ in verdicts],
         )
 

@@ -337,6 +337,30 @@ async def test_explain_takes_groups_or_a_token_and_says_whether_the_agent_is_vis
     assert raised.value.code == "groups_or_token_required"
 
 
+async def test_explain_says_an_agent_whose_every_collection_is_for_other_groups_searches_nothing(
+    agents: AgentService, shelf: Shelf
+) -> None:
+    """Issue #29 item 3: the access check said the agent was visible (so fine) above a table of collections that
+    were all "no" for the user; an agent with no collections at all is a plain assistant, searching nothing by design.
+    """
+    hr, legal = await shelf.collection(groups=["hr"]), await shelf.collection(groups=["legal", "hr"])
+    public = await shelf.collection()
+    agent = await agents.create(AgentCreate(name="HR helper"), ADMIN)
+    plain = await agents.create(AgentCreate(name="Plain assistant"), ADMIN)
+    specs = [AssignmentSpec(vector_provider="qdrant", name=c.name) for c in (hr, legal)]
+    await agents.assign(agent.id, AssignmentChanges(add=specs))
+
+    outsider = await agents.explain(agent.id, AccessQuery(groups=["sales"]))
+    assert (outsider.agent_visible, outsider.searches_nothing) == (True, True)
+    assert not any(v.searchable for v in outsider.collections)
+    assert (await agents.explain(agent.id, AccessQuery(groups=[]))).searches_nothing
+    assert not (await agents.explain(agent.id, AccessQuery(groups=["legal"]))).searches_nothing
+    assert not (await agents.explain(plain.id, AccessQuery(groups=["sales"]))).searches_nothing
+
+    await agents.assign(agent.id, AssignmentChanges(add=[AssignmentSpec(vector_provider="qdrant", name=public.name)]))
+    assert not (await agents.explain(agent.id, AccessQuery(groups=["sales"]))).searches_nothing
+
+
 async def test_a_new_agent_names_no_llm_and_gets_the_registrys_default_choice(
     agents: AgentService, llms: LlmRegistry
 ) -> None:

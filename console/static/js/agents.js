@@ -259,8 +259,12 @@ function accessView(base, id) {
       try {
         const answer = await api.post(`${base}/admin/agents/${id}/access`, { groups: groupsFrom(form.groups.value) });
         replace(results,
-          h("p", {}, answer.agent_visible ? h("strong", { class: "ok" }, "The agent is visible to this user.")
-            : h("strong", { class: "error" }, "The agent is hidden from this user (inactive, or not in its groups).")),
+          h("p", {}, !answer.agent_visible
+            ? h("strong", { class: "error" }, "The agent is hidden from this user (inactive, or not in its groups).")
+            : answer.searches_nothing
+              ? h("strong", { class: "error" }, "This user can search nothing through this agent: "
+                + "every collection it searches is restricted to groups they are not in.")
+              : h("strong", { class: "ok" }, "The agent is visible to this user.")),
           answer.collections.length ? h("table", {},
             h("thead", {}, h("tr", {}, ["Collection", "Searchable", "Why"].map((t) => h("th", {}, t)))),
             h("tbody", {}, answer.collections.map((v) => h("tr", {},
