@@ -21,7 +21,7 @@ from common.auth import Principal
 from common.db import Database
 from common.errors import NotFound
 from kappi.access.identities import IdentityReader
-from kappi.access.policy import agent_visible, readable
+from kappi.access.policy import agent_visible, readable, searches_nothing
 from kappi.agent.cache import AgentCache
 from kappi.agent.models import Agent
 from kappi.agent.repository import AgentRepository
@@ -108,16 +108,27 @@ def _readable_part(message: Message, readable_now: set[tuple[str, str]]) -> Mess
 class ChatService:
     def __init__(self, db: Database, retriever: Retriever, llms: LlmRegistry, agents: AgentCache) -> None:
         self.db = db
+        self.retriever = retriever
         self.identities = retriever.identities
         self.answerer = Answerer(db, retriever, llms)
         self.agents = agents
         """The stateless API's agents, read from memory (:class:`AgentCache`)."""
 
     async def usable_agents(self, principal: Principal) -> list[Agent]:
+        """The agents this user may use, without those that can search nothing for them (every collection restricted
+        to other groups, as the admin's access check says: :func:`~kappi.access.policy.searches_nothing`); their
+        collections' groups are read as they are now."""
         async with self.db.transaction() as conn:
             agents = AgentRepository(conn)
             rows = await agents.rows(active_only=True)
-            return [await agents.assemble(r) for r in rows if agent_visible(r.groups, principal.groups)]
+            visible = [await agents.assemble(r) for r in rows if agent_visible(r.groups, principal.groups)]
+        return [agent for agent in visible if not await self._searches_nothing(agent, principal.groups)]
+
+    async def _searches_nothing(self, agent: Agent, groups: frozenset[str]) -> bool:
+        if not agent.collections:
+            return False  # a plain assistant: no identity to read
+        verdicts = await self.retriever.verdicts(agent.collections, groups)
+        return searches_nothing([verdict.reason for verdict, _ in verdicts])
 
     async def visible_agent(self, agent_id: UUID, principal: Principal) -> Agent:
         """The agent if this user may use it now; otherwise "not found" (its existence is not revealed)."""

@@ -16,7 +16,7 @@ import pytest
 
 from common.errors import NotFound
 from common.vectors.registry import VectorRegistry
-from kappi.agent.models import Agent, AgentCreate, AgentUpdate, AssignmentChanges, AssignmentSpec
+from kappi.agent.models import AccessQuery, Agent, AgentCreate, AgentUpdate, AssignmentChanges, AssignmentSpec
 from kappi.app import Kappi
 from kappi.chat.models import Citation, Message
 from kappi.chat.service import TITLE_CHARS, title_from, withhold
@@ -160,6 +160,26 @@ async def test_a_chats_agent_its_owner_may_no_longer_use_is_nameless_and_takes_n
         assert await _refused(attempt) == "agent_not_found"
     assert agent_id not in {a.id for a in await services.chats.usable_agents(ALICE)}
     assert (await services.chats.detail(chat.id, ALICE)).messages == []  # the refused question was not stored
+
+
+async def test_a_user_is_not_offered_an_agent_that_can_search_nothing_for_them(
+    services: Kappi, shelf: Shelf, world: World
+) -> None:
+    """Issue #29 item 3: an agent whose every collection is for other groups was offered, to answer every question
+    with a decline; the access check says it searches nothing for them (``searches_nothing``), and so does the list.
+    """
+    hr_only = await services.agents.create(AgentCreate(name="HR only"), ADMIN)
+    spec = AssignmentSpec(vector_provider="qdrant", name=world.hr.name)
+    await services.agents.assign(hr_only.id, AssignmentChanges(add=[spec]))
+    plain = await services.agents.create(AgentCreate(name="Plain assistant"), ADMIN)
+    olga = principal("olga", "legal")
+
+    assert {a.id for a in await services.chats.usable_agents(olga)} == {world.agent.id, plain.id}
+    assert (await services.agents.explain(hr_only.id, AccessQuery(groups=["legal"]))).searches_nothing
+    assert {a.id for a in await services.chats.usable_agents(ALICE)} == {world.agent.id, hr_only.id, plain.id}
+
+    await shelf.vectors.get("qdrant").set_groups(world.hr.name, [])  # read live: offered the moment it opens up
+    assert hr_only.id in {a.id for a in await services.chats.usable_agents(olga)}
 
 
 async def test_ask_once_answers_from_what_its_asker_may_read_and_stores_nothing(services: Kappi, world: World) -> None:
