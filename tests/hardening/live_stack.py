@@ -48,11 +48,14 @@ def free_port() -> int:
 
 
 class Postgres:
-    """The embedded server in ``folder``. This process holds its only handle, so :meth:`stop` really stops it
-    (``pg_ctl stop``, fast mode: every session is terminated mid-statement, as in an outage or a restart)."""
+    """The embedded server in ``folder / "database"``. This process holds its only handle, so :meth:`stop` really
+    stops it (``pg_ctl stop``, fast mode: every session is terminated mid-statement, as in an outage or a restart).
+
+    Not in ``folder`` itself: a folder holding an embedded database is a data directory, and ``ragu serve`` refuses
+    to make its own (``folder / "data"``) inside another platform's (``data_dir_inside_data_dir``)."""
 
     def __init__(self, folder: Path) -> None:
-        self._server = EmbeddedPostgres(folder)
+        self._server = EmbeddedPostgres(folder / "database")
         self.url = ""
         self.running = False
 
