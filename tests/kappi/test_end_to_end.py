@@ -662,9 +662,9 @@ async def test_an_answer_that_never_ended_reads_as_interrupted_after_the_deadlin
 # Grounding (#17): the floor, citations apart from what was only retrieved, and the embedded model
 
 
-async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_the_llm(
-    kappi: httpx.AsyncClient, world: World, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def llm_calls(monkeypatch: pytest.MonkeyPatch) -> list[LlmRequest]:
+    """Every request the extractive provider is asked to answer, in order."""
     calls: list[LlmRequest] = []
     original = ExtractiveProvider.stream
 
@@ -673,6 +673,12 @@ async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_
         return original(self, request)
 
     monkeypatch.setattr(ExtractiveProvider, "stream", spying)
+    return calls
+
+
+async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_the_llm(
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm_calls: list[LlmRequest]
+) -> None:
     alice = as_user(settings, "alice", "hr", "legal")
     events = await _ask_streaming(kappi, alice, world.agent["id"], "What is the airspeed velocity of a swallow?")
     assert [e for e, _ in events if e != "token"] == ["sources", "done"]
@@ -684,38 +690,30 @@ async def test_a_question_no_passage_is_relevant_to_is_declined_without_calling_
         [],
         {"declined": True, "dropped_sentences": 0, "unsupported": []},
     )
-    assert calls == []
+    assert llm_calls == []
     # the stateless query API says the same
     queried = await kappi.post(
         f"/agents/{world.agent['id']}/query", json={"content": "What is the airspeed velocity of a swallow?"},
         headers=alice,
     )  # fmt: skip
     assert (queried.json()["answer"], queried.json()["grounding"]) == (DECLINE, done["grounding"])
-    assert calls == []
+    assert llm_calls == []
     await _ask_streaming(kappi, alice, world.agent["id"])  # a relevant question does reach the LLM
-    assert len(calls) == 1
+    assert len(llm_calls) == 1
 
 
 async def test_a_question_naming_what_no_passage_holds_is_declined_without_calling_the_llm(
-    kappi: httpx.AsyncClient, world: World, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    kappi: httpx.AsyncClient, world: World, settings: Settings, llm_calls: list[LlmRequest]
 ) -> None:
     """Regression (#27): a near miss (the topic is there, what it names is not) reached the model, which answered
     it from the passages about something else, cited."""
-    calls: list[LlmRequest] = []
-    original = ExtractiveProvider.stream
-
-    def spying(self: ExtractiveProvider, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
-        calls.append(request)
-        return original(self, request)
-
-    monkeypatch.setattr(ExtractiveProvider, "stream", spying)
     alice = as_user(settings, "alice", "hr", "legal")
     events = await _ask_streaming(kappi, alice, world.agent["id"], "How many vacation days do Globex contractors get?")
     assert "".join(d["text"] for e, d in events if e == "token") == DECLINE
     assert events[-1][1]["grounding"]["declined"] is True
-    assert calls == []
+    assert llm_calls == []
     await _ask_streaming(kappi, alice, world.agent["id"])  # the same question without the name reaches the LLM
-    assert len(calls) == 1
+    assert len(llm_calls) == 1
 
 
 async def test_revocation_withholds_only_answers_that_cited_the_collection(
