@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+import pytest
 
 from common.auth import mint_dev_token
 from tests.chonkit.source.hostile_site import HostileSite, Route, gzip_of_zeros, hostile_site, sitemap, stacked_bomb
@@ -41,6 +42,14 @@ TRICKLING_PAGES = 20
 TRICKLE = Route(b"<p>" + b"x" * 400 + b"</p>", trickle_seconds=0.1)
 """40 s a page, within the lister's 60 s a page: 20 of them hold a crawl for over 13 minutes."""
 ENDED = frozenset({"done", "failed", "cancelled"})
+
+
+@pytest.fixture(scope="module")
+async def running() -> AsyncIterator[Served]:
+    """One ``ragu serve`` for the module's tests: each makes collections of its own names, waits for its runs to
+    end, and measures the server's RSS and health from its own start."""
+    async with served("ragu-hostile-web-", SECRET, RAGU_SOURCE_ALLOW_PRIVATE_URLS="true") as stack:
+        yield stack
 
 
 @asynccontextmanager
@@ -103,7 +112,7 @@ def problems(run: dict[str, Any]) -> dict[str, str]:
     return {p["key"]: p["code"] for p in run["report"]["problems"]}
 
 
-async def test_compression_bombs_are_refused_without_the_server_growing_or_stalling() -> None:
+async def test_compression_bombs_are_refused_without_the_server_growing_or_stalling(running: Served) -> None:
     stacked, single = await asyncio.gather(
         asyncio.to_thread(stacked_bomb, 1024), asyncio.to_thread(gzip_of_zeros, 1024)
     )
@@ -112,22 +121,21 @@ async def test_compression_bombs_are_refused_without_the_server_growing_or_stall
         pages.set("/single", Route(single, headers={"Content-Encoding": "gzip"}))
         robots.set("/robots.txt", Route(stacked, "text/plain", headers={"Content-Encoding": "gzip, gzip"}))
         robots.set("/", Route(b"GIF89a", "image/gif"))  # skipped for its type: nothing to embed
-        async with served("ragu-hostile-web-", SECRET, RAGU_SOURCE_ALLOW_PRIVATE_URLS="true") as running:
-            server = running.server
-            async with admin_of(running) as client:
-                sources = {
-                    "stacked": await web_source(client, "Stacked_bomb", pages.url("/stacked")),
-                    "single": await web_source(client, "Single_bomb", pages.url("/single")),
-                    "robots": await web_source(client, "Robots_bomb", robots.url("/")),
-                }
-                before = tree_rss(server.pid)
-                async with watching(server.base_url, server.pid) as watched:
-                    await asyncio.sleep(0.2)
-                    runs = {name: await start_sync(client, source) for name, source in sources.items()}
-                    for run in runs.values():
-                        await until_status(client, run, ENDED, within=RUN_BAR_SECONDS)
-                    await asyncio.sleep(0.2)
-                ended = {name: await run_of(client, run) for name, run in runs.items()}
+        server = running.server
+        async with admin_of(running) as client:
+            sources = {
+                "stacked": await web_source(client, "Stacked_bomb", pages.url("/stacked")),
+                "single": await web_source(client, "Single_bomb", pages.url("/single")),
+                "robots": await web_source(client, "Robots_bomb", robots.url("/")),
+            }
+            before = tree_rss(server.pid)
+            async with watching(server.base_url, server.pid) as watched:
+                await asyncio.sleep(0.2)
+                runs = {name: await start_sync(client, source) for name, source in sources.items()}
+                for run in runs.values():
+                    await until_status(client, run, ENDED, within=RUN_BAR_SECONDS)
+                await asyncio.sleep(0.2)
+            ended = {name: await run_of(client, run) for name, run in runs.items()}
 
     growth = watched.peak_rss_bytes - before
     seconds = {name: run_seconds(run) for name, run in ended.items()}
@@ -145,21 +153,20 @@ async def test_compression_bombs_are_refused_without_the_server_growing_or_stall
     assert robots.requested("/robots.txt") == 1
 
 
-async def test_a_sitemap_of_90000_urls_does_not_stall_the_server() -> None:
+async def test_a_sitemap_of_90000_urls_does_not_stall_the_server(running: Served) -> None:
     with hostile_site() as site:
         for n in range(3):
             site.html(f"/p{n:05d}", f"<p>Lighthouse log entry {n}: the lamp burned all night.</p>", title=f"Log {n}")
         site.set("/sitemap.xml", Route(sitemap(site.url(f"/p{n:05d}") for n in range(SITEMAP_URLS)), "application/xml"))
-        async with served("ragu-hostile-web-", SECRET, RAGU_SOURCE_ALLOW_PRIVATE_URLS="true") as running:
-            server = running.server
-            async with admin_of(running) as client:
-                source = await web_source(client, "Big_sitemap", site.url("/sitemap.xml"), mode="sitemap", max_pages=3)
-                async with watching(server.base_url, server.pid) as watched:
-                    await asyncio.sleep(0.2)
-                    run = await start_sync(client, source)
-                    seconds = await until_status(client, run, ENDED, within=RUN_BAR_SECONDS)
-                    await asyncio.sleep(0.2)
-                ended = await run_of(client, run)
+        server = running.server
+        async with admin_of(running) as client:
+            source = await web_source(client, "Big_sitemap", site.url("/sitemap.xml"), mode="sitemap", max_pages=3)
+            async with watching(server.base_url, server.pid) as watched:
+                await asyncio.sleep(0.2)
+                run = await start_sync(client, source)
+                seconds = await until_status(client, run, ENDED, within=RUN_BAR_SECONDS)
+                await asyncio.sleep(0.2)
+            ended = await run_of(client, run)
 
     size = len(site.routes["/sitemap.xml"].body)
     print(f"\nsitemap of {SITEMAP_URLS} URLs ({size} bytes): {watched.summary()}, run ended after {seconds:.2f} s")
@@ -169,30 +176,29 @@ async def test_a_sitemap_of_90000_urls_does_not_stall_the_server() -> None:
     assert problems(ended) == {site.url("/p00003"): "web_page_limit"}
 
 
-async def test_a_trickling_crawl_holds_neither_another_sync_nor_its_cancel() -> None:
+async def test_a_trickling_crawl_holds_neither_another_sync_nor_its_cancel(running: Served) -> None:
     with hostile_site() as slow, hostile_site() as fast:
         links = " ".join(f'<a href="/t{n}">page {n}</a>' for n in range(TRICKLING_PAGES))
         slow.html("/", f"<p>Pages that take their time.</p>{links}", title="Slow")
         for n in range(TRICKLING_PAGES):
             slow.set(f"/t{n}", TRICKLE)
         fast.html("/", "<p>The harbour timetable lists the ferries that sail at dawn.</p>", title="Harbour")
-        async with served("ragu-hostile-web-", SECRET, RAGU_SOURCE_ALLOW_PRIVATE_URLS="true") as running:
-            server = running.server
-            async with admin_of(running) as client:
-                slow_source = await web_source(client, "Trickling_crawl", slow.url("/"), mode="crawl")
-                fast_source = await web_source(client, "Quick_page", fast.url("/"))
-                async with watching(server.base_url, server.pid) as watched:
-                    slow_run = await start_sync(client, slow_source)
-                    await until_requested(slow, "/t0", within=RUN_BAR_SECONDS)
-                    fast_run = await start_sync(client, fast_source)
-                    fast_seconds = await until_status(client, fast_run, ENDED, within=RUN_BAR_SECONDS)
-                    slow_status = (await run_of(client, slow_run))["status"]
-                    cancelled = await client.post(f"{slow_run}/cancel")
-                    assert cancelled.status_code == 200, cancelled.text
-                    cancel_seconds = await until_status(client, slow_run, ENDED, within=30)
-                    await asyncio.sleep(0.2)
-                fast_ended = await run_of(client, fast_run)
-                slow_ended = await run_of(client, slow_run)
+        server = running.server
+        async with admin_of(running) as client:
+            slow_source = await web_source(client, "Trickling_crawl", slow.url("/"), mode="crawl")
+            fast_source = await web_source(client, "Quick_page", fast.url("/"))
+            async with watching(server.base_url, server.pid) as watched:
+                slow_run = await start_sync(client, slow_source)
+                await until_requested(slow, "/t0", within=RUN_BAR_SECONDS)
+                fast_run = await start_sync(client, fast_source)
+                fast_seconds = await until_status(client, fast_run, ENDED, within=RUN_BAR_SECONDS)
+                slow_status = (await run_of(client, slow_run))["status"]
+                cancelled = await client.post(f"{slow_run}/cancel")
+                assert cancelled.status_code == 200, cancelled.text
+                cancel_seconds = await until_status(client, slow_run, ENDED, within=30)
+                await asyncio.sleep(0.2)
+            fast_ended = await run_of(client, fast_run)
+            slow_ended = await run_of(client, slow_run)
 
     print(
         f"\ntrickling crawl: {watched.summary()}; the other sync ended after {fast_seconds:.2f} s while the crawl "
