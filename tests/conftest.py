@@ -6,7 +6,9 @@ started in a temporary folder for the session and deleted afterwards.
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import functools
 import logging
 import os
 import tempfile
@@ -19,6 +21,7 @@ import httpx
 import pytest
 from litestar import Litestar
 
+from chonkit.document.parsing import DocumentType
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.worker import EmbeddingWorker
 from common.clients import SharedClients
@@ -32,6 +35,61 @@ from common.embedders.registry import default_registry
 from common.vectors.registry import VectorRegistry
 
 TEST_SECRET = "test-only-hs256-secret-0123456789abcdef"
+
+SLOW_FIXTURES = frozenset({"browser", "smollm2", "embedders", "image_only_pdf"})
+"""Fixtures that start Chromium, start the embedded LLM (llama.cpp with SmolLM2), hold the local embedding model, or
+give a PDF of pictures that OCR's models read: a test that uses one, itself or through another fixture (``chonkit``,
+``worker``, ``clients``...), is ``slow``; so is one parametrized with a picture's ``DocumentType`` (read by OCR)."""
+SLOW_IMPORTS = (
+    "subprocess",
+    "playwright",
+    "onnxruntime",
+    "bench.soak",
+    "ragu.local_llm",
+    "tests.hardening.live_stack",
+    "tests.console.harness",
+    "chonkit.document.isolated",
+    "chonkit.document.parsing.ocr",
+    "common.embedders.local",
+    "common.embedders.registry",
+)
+"""What starts a process (``ragu serve``, ``ragu worker``, a command), a browser or a model (llama.cpp, the ONNX
+embedder, OCR, the parse processes): a test module that imports any of it (or a name from it) is ``slow`` as a
+whole, as is one that calls ``asyncio.create_subprocess_exec``."""
+SLOW_CALLS = frozenset({"create_subprocess_exec", "create_subprocess_shell"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fast tier (``-m "not slow"``) runs what starts no server subprocess, browser or model; the real
+    PostgreSQL is fine. Decided by the two rules above, never by a list of tests."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec else ()
+        if (
+            SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or any(isinstance(p, DocumentType) and p.media_type.startswith("image/") for p in params)
+            or _starts_something(item.path)
+        ):
+            item.add_marker(pytest.mark.slow)
+
+
+@functools.cache
+def _starts_something(path: Path) -> bool:
+    """Whether the test module at ``path`` imports from :data:`SLOW_IMPORTS` or calls :data:`SLOW_CALLS`."""
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            imported = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Attribute | ast.Name):
+            if (node.attr if isinstance(node, ast.Attribute) else node.id) in SLOW_CALLS:
+                return True
+            continue
+        else:
+            continue
+        if any(name == slow or name.startswith(f"{slow}.") for name in imported for slow in SLOW_IMPORTS):
+            return True
+    return False
 
 
 @pytest.fixture(autouse=True)
@@ -63,9 +121,15 @@ def postgres_admin_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def database_url(postgres_admin_url: str) -> str:
-    """A freshly migrated ``ragu_test`` database, shared by the session."""
-    url = with_database(postgres_admin_url, "ragu_test")
-    asyncio.run(_recreate(postgres_admin_url, "ragu_test"))
+    """A freshly migrated ``ragu_test`` database, shared by the session.
+
+    Under pytest-xdist every worker is a session of its own, with its own embedded server; on a shared
+    ``TEST_DATABASE_URL`` server each worker gets a database of its own (``ragu_test_gw0``, ...), since a session
+    drops and re-creates its database at start."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    name = f"ragu_test_{worker}" if worker else "ragu_test"
+    url = with_database(postgres_admin_url, name)
+    asyncio.run(_recreate(postgres_admin_url, name))
     migrations.upgrade(url)
     return url
 
