@@ -892,3 +892,47 @@ def test_sentences_no_source_supports_are_folded_apart_from_the_answer_openai_st
     expect(answer).not_to_contain_text("Sundays")
     assert user.dialogs == []
     assert user.close() == []
+
+
+# Issue #29: what a new user hits in the console. Each test below failed before its fix.
+
+
+# A long policy: the sentence an answer quotes sits in the middle, far from the passage's first and last words.
+def test_the_add_documents_box_marks_what_the_collection_holds_clears_and_shows_recent_jobs(
+    platform: str, browser: Any
+) -> None:
+    """#29 item 4: a document the collection holds is marked in the "Add documents" box; the boxes clear once the
+    job starts; the job card lists the earlier jobs under the one it follows; a running job says which document is
+    at which stage with its chunk count (chonkit's job items carry no count of chunks embedded so far)."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Add_docs")
+    long_text = "# Long\n\n" + " ".join(
+        f"Sentence {n} of the long document talks about shelf {n} and the boxes stored on it." for n in range(1200)
+    )
+    held, _ = setup.documents({"held.md": b"# Held\n\nAlready in the collection.\n", "fresh.md": long_text.encode()})
+    setup.embed(collection, [held])
+
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("adder", admin=True)
+    page.goto(f"{platform}/#/collections/{collection['id']}")
+    box = page.locator("form", has=page.get_by_role("heading", name="Add documents"))
+    expect(box.locator("label", has_text="held.md")).to_contain_text("in this collection")
+    expect(box.locator("label", has_text="fresh.md")).not_to_contain_text("in this collection")
+    fresh_box = box.get_by_role("checkbox", name=re.compile(r"^fresh\.md"))
+    fresh_box.check()
+    box.get_by_role("button", name="Embed selected documents").click()
+    expect(page.get_by_text("Job started for 1 document(s).")).to_be_visible()
+    expect(fresh_box).not_to_be_checked()
+    jobs = page.locator("section[aria-labelledby=job-title]")
+    expect(jobs.get_by_text(re.compile(r"fresh\.md, embedding \d+ chunks"))).to_be_visible()
+    expect(page.locator("progress[data-job-status=done]")).to_be_attached()
+    expect(box.locator("label", has_text="fresh.md")).to_contain_text("in this collection")
+    earlier = jobs.locator(".recent-jobs li")
+    expect(earlier).to_have_count(1)
+    expect(earlier.first).to_contain_text("Embedding job")
+    expect(earlier.first).to_contain_text("1 of 1 finished")
+    admin.shot("25-add-documents-marked")
+    assert admin.close() == []

@@ -60,8 +60,28 @@ export async function collectionScreen(main, services, id) {
   const base = services.chonkit;
   const detail = await api.get(`${base}/collections/${id}`);
   const c = detail.collection;
-  const jobPanel = h("section", { class: "card", "aria-labelledby": "job-title" });
+  const jobPanel = h("div", {});
+  const recentJobs = h("div", {});
   const docsPanel = h("section", { class: "card", "aria-labelledby": "in-collection" });
+  let adder = null;
+
+  /** Follow `job` in the job card, the collection's other recent jobs listed below it. */
+  function follow(job, onFinished) {
+    followJob(base, job, jobPanel, async () => { await onFinished(); await showRecent(job.id); });
+    showRecent(job.id).catch(notice);
+  }
+
+  async function showRecent(followed) {
+    const recent = (await api.get(`${base}/jobs?collection_id=${id}&limit=${RECENT_JOBS + 1}`))
+      .filter((j) => j.id !== followed).slice(0, RECENT_JOBS);
+    replace(recentJobs, recent.length ? [h("h3", {}, "Earlier jobs"), h("ul", { class: "plain recent-jobs" }, recent.map((j) => {
+      const finished = FINISHED.reduce((sum, stage) => sum + (j.progress[stage] || 0), 0);
+      const show = h("button", { type: "button", class: "secondary", "aria-label": `Show the job of ${new Date(j.created_at).toLocaleString()}` }, "Show");
+      show.addEventListener("click", () => follow(j, reloadDocuments));
+      return h("li", {}, h("span", { class: "grow" }, (JOB_TITLES[j.kind] || "Embedding job ").trim(), " ", badge(j.status),
+        h("span", { class: "muted" }, ` ${finished} of ${j.total} finished · ${new Date(j.created_at).toLocaleString()}`)), show);
+    }))] : null);
+  }
 
   async function reloadDocuments() {
     const current = await api.get(`${base}/collections/${id}`);
@@ -71,6 +91,7 @@ export async function collectionScreen(main, services, id) {
         h("span", { class: "grow" }, d.name), h("span", { class: "muted" }, plural(d.chunk_count, "chunk")),
         d.current ? null : h("span", { class: "warn" }, "outdated: embed it again"), removeButton(d))))
         : empty("Nothing embedded yet. Add documents above."));
+    adder?.held(current.documents);
   }
 
   function removeButton(doc) {
@@ -79,7 +100,7 @@ export async function collectionScreen(main, services, id) {
       if (!confirm(`Remove “${doc.name}” and its vectors from ${c.name}? The document itself stays.`)) return;
       try {
         const created = await api.post(`${base}/collections/${id}/documents/remove`, { document_ids: [doc.document_id] });
-        if (created.job) followJob(base, created.job, jobPanel, reloadDocuments);
+        if (created.job) follow(created.job, reloadDocuments);
       } catch (error) {
         notice(error);
       }
@@ -91,9 +112,9 @@ export async function collectionScreen(main, services, id) {
     h("p", {}, h("a", { href: "#/collections" }, "← All collections")),
     h("h1", {}, c.name),
     h("p", { class: "muted" }, `${c.vector_provider} · ${c.embedding_provider} ${c.model} · ${c.dimension} dimensions`),
-    h("div", { class: "grid" }, groupsEditor(base, c), addDocuments(base, id, jobPanel, reloadDocuments),
-      modelChanger(base, c, jobPanel, () => collectionScreen(main, services, id))),
-    jobPanel, docsPanel, searchBench(base, id),
+    h("div", { class: "grid" }, groupsEditor(base, c), (adder = addDocuments(base, id, follow, reloadDocuments)).form,
+      modelChanger(base, c, follow, () => collectionScreen(main, services, id))),
+    h("section", { class: "card", "aria-labelledby": "job-title" }, jobPanel, recentJobs), docsPanel, searchBench(base, id),
     h("section", { class: "card" }, h("h2", {}, "Danger zone"), deleteButton(base, c)));
   replace(jobPanel, h("h2", { id: "job-title" }, "Embedding jobs"), h("p", { class: "muted" }, "Loading…"));
   sourceSyncs?.abort();
@@ -102,7 +123,7 @@ export async function collectionScreen(main, services, id) {
   main.addEventListener("ragu:collection-changed", () => reloadDocuments().catch(notice), { signal: sourceSyncs.signal });
   await reloadDocuments();
   const jobs = await api.get(`${base}/jobs?collection_id=${id}&limit=1`);
-  if (jobs.length) followJob(base, jobs[0], jobPanel, reloadDocuments);
+  if (jobs.length) follow(jobs[0], reloadDocuments);
   else replace(jobPanel, h("h2", { id: "job-title" }, "Embedding jobs"), empty("No jobs yet."));
 }
 
@@ -132,7 +153,7 @@ function groupsEditor(base, collection) {
  * Change the embedding model: chonkit re-embeds every document into a new version of the collection while
  * questions keep the current one, then swaps it in. Its job shows in the job panel; the last change is shown here.
  */
-function modelChanger(base, collection, jobPanel, reload) {
+function modelChanger(base, collection, follow, reload) {
   const message = messageArea();
   const status = h("p", { class: "muted", "data-migration-state": "" });
   const model = h("select", { name: "model" });
@@ -171,7 +192,7 @@ function modelChanger(base, collection, jobPanel, reload) {
         const started = await api.put(path, { embedding_provider: embeddingProvider, model: modelName });
         shown(started);
         showOk(message, `Re-embedding ${plural(started.job.total, "document")} with ${modelName}.`);
-        followJob(base, started.job, jobPanel, async () => { await settled(); await reload(); });
+        follow(started.job, async () => { await settled(); await reload(); });
       } catch (error) {
         showError(message, error);
       }
@@ -180,28 +201,44 @@ function modelChanger(base, collection, jobPanel, reload) {
   return form;
 }
 
-function addDocuments(base, id, jobPanel, reloadDocuments) {
+/**
+ * The documents to add, each marked when the collection holds it already (embedding it again takes its current
+ * bytes and config). The boxes clear once a job has started.
+ */
+function addDocuments(base, id, follow, reloadDocuments) {
   const message = messageArea();
   const choices = h("div", { class: "stack" }, h("p", { class: "muted" }, "Loading documents…"));
   const submit = h("button", { type: "submit" }, "Embed selected documents");
   const form = h("form", { class: "card stack", "aria-labelledby": "add-title" },
     h("h2", { id: "add-title" }, "Add documents"), h("fieldset", {}, h("legend", {}, "Documents"), choices),
     h("div", { class: "row" }, submit), message);
-  api.get(`${base}/documents?limit=100`).then((page) => {
-    replace(choices, page.items.length ? page.items.map((d) => h("label", { class: "check" },
-      h("input", { type: "checkbox", name: "document", value: d.id }), d.name))
+  let documents = null;
+  let held = new Map(); // document id → whether its embedding is current
+
+  function show() {
+    if (!documents) return;
+    const ticked = new Set([...form.querySelectorAll("input[name=document]:checked")].map((i) => i.value));
+    replace(choices, documents.length ? documents.map((d) => h("label", { class: "check" },
+      h("input", { type: "checkbox", name: "document", value: d.id, checked: ticked.has(d.id) }), d.name,
+      held.has(d.id) ? h("span", { class: held.get(d.id) ? "muted small" : "warn small" },
+        held.get(d.id) ? " · in this collection" : " · in this collection, outdated") : null))
       : empty("No documents uploaded yet — upload some under Documents."));
-  }, (error) => showError(message, error));
+  }
+
+  api.get(`${base}/documents?limit=100`).then((page) => { documents = page.items; show(); },
+    (error) => showError(message, error));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const ids = [...form.querySelectorAll("input[name=document]:checked")].map((i) => i.value);
+    const boxes = [...form.querySelectorAll("input[name=document]:checked")];
+    const ids = boxes.map((i) => i.value);
     if (!ids.length) { showError(message, problemOf("Choose at least one document.")); return; }
     busy(submit, async () => {
       try {
         const created = await api.post(`${base}/collections/${id}/documents`, { document_ids: ids });
+        for (const box of boxes) box.checked = false;
         if (created.job) {
           showOk(message, `Job started for ${created.job.total} document(s).`);
-          followJob(base, created.job, jobPanel, reloadDocuments);
+          follow(created.job, reloadDocuments);
         } else {
           showOk(message, "Those documents are already queued in another job.");
         }
@@ -210,13 +247,19 @@ function addDocuments(base, id, jobPanel, reloadDocuments) {
       }
     });
   });
-  return form;
+  return {
+    form,
+    /** Mark what the collection holds now. */
+    held(inCollection) { held = new Map(inCollection.map((d) => [d.document_id, d.current])); show(); },
+  };
 }
 
 let following = null;
 const JOB_TITLES = { remove: "Removal job ", reembed: "Re-embedding job " };
 const FINISHED = ["done", "skipped", "failed", "cancelled"];
 const PAGE = 1000; // items per read of the job's pages, the most chonkit gives at once
+const RECENT_JOBS = 5; // earlier jobs listed under the one followed
+const IN_FLIGHT = ["parsing", "chunking", "embedding", "writing"];
 
 /**
  * Live progress from the job's SSE stream. Its events carry the job's counts but only the items that changed
@@ -262,13 +305,23 @@ async function readPages(base, job, view, changed, signal) {
 /** The job panel: counts and actions from the latest event, one row per document updated in place. */
 function jobView(base, panel, onFinished) {
   const rows = new Map();
+  const items = new Map();
   const head = h("div", {});
+  const now = h("p", { class: "muted", "aria-live": "polite" });
   const actions = h("div", { class: "row" });
   const body = h("tbody", {});
-  replace(panel, head, h("table", {},
+  replace(panel, head, now, h("table", {},
     h("thead", {}, h("tr", {}, ["Document", "Stage", "Chunks", "Note"].map((t) => h("th", {}, t)))), body), actions);
 
+  /** Which documents are under way, at which stage; chonkit counts a document's chunks but not those embedded yet. */
+  function underWay() {
+    const going = [...items.values()].filter((item) => IN_FLIGHT.includes(item.stage));
+    now.textContent = going.length ? `Now: ${going.map((item) => `${item.document_name || item.document_id}, ${item.stage}` +
+      (item.chunks != null ? ` ${plural(item.chunks, "chunk")}` : "")).join("; ")}` : "";
+  }
+
   function update(item) {
+    items.set(item.document_id, item);
     const row = itemRow(item);
     const old = rows.get(item.document_id);
     if (old) old.replaceWith(row); else body.append(row);
@@ -287,11 +340,13 @@ function jobView(base, panel, onFinished) {
           h("progress", { max: job.total || 1, value: finished, "data-job-status": job.status })));
       replace(actions, count(["failed"]) && !running ? retryButton(base, job, panel, onFinished) : null,
         running && !job.cancel_requested ? cancelButton(base, job) : null);
+      underWay();
     },
     /** Rows for `items`, then every row of `ordered` moved after the others, in that order. */
     place(items, ordered) {
       items.forEach(update);
       for (const item of ordered) body.append(rows.get(item.document_id));
+      underWay();
     },
   };
 }
