@@ -837,7 +837,7 @@ def test_an_answer_renders_as_safe_markdown_keeps_what_it_did_not_cite_apart_and
         link = text.get_by_role("link", name="the guide")
         expect(link).to_have_attribute("target", "_blank")
         expect(link).to_have_attribute("rel", "noopener noreferrer")
-        expect(text.get_by_role("button")).to_have_text(["[1]", "[1]"])
+        expect(text.get_by_role("button")).to_have_text(["[1]"])  # two sentences in a row cite it: shown once
         sources = answer.locator(".citations")
         expect(sources.locator(":scope > strong")).to_have_text("Sources (1)")
         also = sources.locator("details.also-retrieved")
@@ -896,8 +896,14 @@ def test_sentences_no_source_supports_are_folded_apart_from_the_answer_openai_st
 
 # Issue #29: what a new user hits in the console. Each test below failed before its fix.
 
-
 # A long policy: the sentence an answer quotes sits in the middle, far from the passage's first and last words.
+SECURITY = "# Visitors\n\n" + " ".join(
+    [f"Visitor rule {n}: visitors at entrance {n} sign the visitor book before they enter." for n in range(1, 6)]
+    + ["Visitors must wear a red badge at all times.", "Badges go back to reception before leaving."]
+    + [f"Visitor rule {n}: visitors at entrance {n} are met by a guard who checks their papers." for n in range(6, 11)]
+)
+
+
 def test_the_add_documents_box_marks_what_the_collection_holds_clears_and_shows_recent_jobs(
     platform: str, browser: Any
 ) -> None:
@@ -936,3 +942,54 @@ def test_the_add_documents_box_marks_what_the_collection_holds_clears_and_shows_
     expect(earlier.first).to_contain_text("1 of 1 finished")
     admin.shot("25-add-documents-marked")
     assert admin.close() == []
+
+
+def test_a_citation_folds_its_passage_highlights_what_the_answer_quotes_and_each_marker_shows_once_openai_standin(
+    platform: str, browser: Any, llm: OpenAIStandin
+) -> None:
+    """#29 item 5: the answer's two consecutive sentences citing [1] show one marker; source 1 opens folded to the
+    sentences the answer quotes from it, highlighted, with the whole passage one click away; no fused-rank score."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Fold_docs")
+    setup.embed(collection, [setup.document("security.md", SECURITY.encode())])
+    agent = setup.agent("Security helper", llm_provider="openai", llm_model="standin")
+    setup.assign(agent, collection)
+    llm.script = Script(
+        tokens=("Visitors must wear a red badge at all times [1]. ", "Badges go back to reception before leaving [1].")
+    )
+
+    user = Console(browser, platform)
+    page = user.page
+    user.sign_in("olga")
+    page.locator("#agent-list li", has_text="Security helper").get_by_role("button", name="Start chat").click()
+    page.get_by_label("Your question").fill("What must visitors do with their badges?")
+    page.get_by_role("button", name="Send").click()
+
+    def check(answer: Any) -> None:
+        text = answer.locator(".answer-text")
+        expect(text).to_have_text(
+            "Visitors must wear a red badge at all times. Badges go back to reception before leaving [1]."
+        )
+        expect(text.get_by_role("button")).to_have_text(["[1]"])
+        text.get_by_role("button", name=re.compile("^Source 1: ")).click()
+        source = answer.locator("details[data-citation='1']")
+        expect(source.locator("mark")).to_have_text(
+            ["Visitors must wear a red badge at all times.", "Badges go back to reception before leaving."]
+        )
+        passage = source.locator(".passage")
+        expect(passage).to_contain_text("Visitor rule 5:")  # the sentence before, for context
+        expect(passage).to_contain_text("Visitor rule 6:")  # and after
+        expect(passage).not_to_contain_text("Visitor rule 1:")  # folded away
+        expect(source).not_to_contain_text("score")
+        source.get_by_role("button", name="Show the whole passage").click()
+        expect(passage).to_contain_text("Visitor rule 1:")
+        expect(passage).to_contain_text("Visitor rule 10:")
+
+    check(page.locator(".msg.assistant[data-status=complete]"))
+    user.shot("26-citation-folded")
+    page.get_by_role("link", name="+ New chat").click()
+    page.get_by_role("link", name=re.compile("Security helper$")).click()  # the answer as stored
+    check(page.locator(".msg.assistant[data-status=complete]"))
+    assert user.close() == []

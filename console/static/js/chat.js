@@ -193,7 +193,7 @@ async function stream(base, chatId, content, messages, message, download) {
         replace(text, answerView(answer, citations)); // a marker or a list item may span two tokens
       } else if (event === "done") {
         bubble.dataset.status = "complete";
-        replace(sources, citationsView(data.citations ?? citations, download, data.also_retrieved ?? []));
+        replace(sources, citationsView(data.citations ?? citations, download, data.also_retrieved ?? [], quotesOf(answer)));
         bubble.append(...answerNotes(data));
       } else if (event === "error") {
         bubble.dataset.status = "error";
@@ -264,7 +264,7 @@ function messageView(msg, download) {
   return h("div", { class: "msg assistant", "data-status": msg.status },
     h("div", { class: "answer-text" }, answerView(msg.content, msg.citations)),
     msg.status === "error" ? h("p", { class: "error" }, `This answer failed (${msg.error_code}).`) : null,
-    h("div", { class: "citations" }, citationsView(msg.citations, download, msg.also_retrieved ?? [])));
+    h("div", { class: "citations" }, citationsView(msg.citations, download, msg.also_retrieved ?? [], quotesOf(msg.content))));
 }
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
@@ -273,14 +273,81 @@ const markdown = new Marked({ gfm: true, renderer: { html: ({ text }) => text.re
 const SAFE = { FORBID_TAGS: ["img", "style", "form", "input", "button", "textarea", "select"], FORBID_ATTR: ["style"],
   RETURN_DOM_FRAGMENT: true };
 
+/** An answer's text as Markdown (marked), sanitised (DOMPurify): an answer repeats what documents say, and no
+ * document may add a script, a form or a tracking image. */
+const rendered = (text) => DOMPurify.sanitize(markdown.parse(text, { async: false }), SAFE);
+
+// Where each sentence of a block (a paragraph, a list item, a cell) ends: after its closing punctuation and the
+// markers that follow it ("… at all times. [1] Badges …" ends after "[1]").
+const SENTENCE_END = /[.!?]+(?:\s*\[\d+\])*(?=\s|$)/g;
+const BLOCKS = "p, li, td, th, h1, h2, h3, h4, h5, h6, dt, dd";
+
 /**
- * An answer's text rendered as Markdown (marked), then sanitised (DOMPurify) before it reaches the page: an
- * answer repeats what documents say, and no document may add a script, a form or a tracking image. Each
- * "[n]" is then a button that opens source n when there is one (markers in code are left as written). Links
+ * The answer's "[n]" markers outside code, each with the sentence of its block it stands in, and each sentence's
+ * words with what it cites. A marker is `shown` unless the same marker stands later in its sentence or in the
+ * next sentence of the same block: "A [1]. B [1]." reads "A. B [1]."
+ */
+function markersOf(fragment) {
+  const blocks = new Map();
+  const walker = document.createTreeWalker(fragment, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const block = node.parentElement?.closest(BLOCKS) ?? fragment;
+    if (!blocks.has(block)) blocks.set(block, []);
+    blocks.get(block).push(node);
+  }
+  const markers = [];
+  const sentences = [];
+  for (const nodes of blocks.values()) {
+    let text = "";
+    const found = [];
+    for (const node of nodes) {
+      if (!node.parentElement?.closest("code, pre")) {
+        for (const m of node.data.matchAll(/\[(\d+)\]/g)) {
+          found.push({ node, index: m.index, length: m[0].length, n: Number(m[1]), at: text.length + m.index, shown: true });
+        }
+      }
+      text += node.data;
+    }
+    const ends = [...text.matchAll(SENTENCE_END)].map((m) => m.index + m[0].length);
+    const sentenceAt = (at) => ends.filter((end) => end <= at).length;
+    for (const marker of found) marker.sentence = sentenceAt(marker.at);
+    for (const marker of found) {
+      marker.shown = !found.some((later) => later !== marker && later.n === marker.n && later.at > marker.at
+        && later.sentence - marker.sentence <= 1);
+    }
+    markers.push(...found);
+    let start = 0;
+    for (const [i, end] of [...ends, text.length].entries()) {
+      const cites = new Set(found.filter((m) => m.sentence === i).map((m) => m.n));
+      const words = text.slice(start, end).replace(/\s*\[\d+\]/g, "").replace(/\s+/g, " ").trim();
+      if (words && cites.size) sentences.push({ words, cites });
+      start = end;
+    }
+  }
+  return { markers, sentences };
+}
+
+/** For each source n, the words of the answer's sentences that cite it. */
+function quotesOf(text) {
+  const quotes = new Map();
+  for (const { words, cites } of markersOf(rendered(text)).sentences) {
+    for (const n of cites) quotes.set(n, [...(quotes.get(n) ?? []), words]);
+  }
+  return quotes;
+}
+
+/**
+ * An answer's text rendered (Markdown, sanitised). Each "[n]" is then a button that opens source n when there is
+ * one (markers in code are left as written), shown once where consecutive sentences cite the same source. Links
  * open in a new tab, without the console as their referrer.
  */
 function answerView(text, citations) {
-  const fragment = DOMPurify.sanitize(markdown.parse(text, { async: false }), SAFE);
+  const fragment = rendered(text);
+  const hidden = markersOf(fragment).markers.filter((m) => !m.shown).reverse(); // last first: offsets stay true
+  for (const { node, index, length } of hidden) {
+    const before = node.data.slice(0, index).replace(/\s+$/, "");
+    node.data = before + node.data.slice(index + length);
+  }
   for (const link of fragment.querySelectorAll("a[href]")) {
     link.target = "_blank";
     link.rel = "noopener noreferrer";
@@ -314,7 +381,7 @@ function showCitation(marker, n) {
 }
 
 /** The passages an answer cites, then — apart, folded — those it was given without citing them. */
-function citationsView(citations, download, alsoRetrieved = []) {
+function citationsView(citations, download, alsoRetrieved = [], quotes = new Map()) {
   const also = alsoRetrieved.length
     ? h("details", { class: "also-retrieved" }, h("summary", {}, `Also retrieved, not cited (${alsoRetrieved.length})`),
       alsoRetrieved.map((c) => citationView(c, download)))
@@ -325,15 +392,112 @@ function citationsView(citations, download, alsoRetrieved = []) {
       : "No sources: nothing in the collections you can read matched, so this answer is not grounded in your documents."),
     also];
   }
-  return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => citationView(c, download)), also];
+  return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => citationView(c, download, quotes.get(c.citation))), also];
 }
 
-function citationView(c, download) {
+/**
+ * A source: where it is from, and its passage folded to the sentences the answer quotes from it, highlighted.
+ * Retrieval's own scores (a fused rank of 0.016, a BM25 of 7.2) mean nothing to a reader and are not shown; a
+ * reranker's relevance (0 to 1) is, as a percentage.
+ */
+function citationView(c, download, quotes = []) {
+  const relevance = c.rerank_score != null && c.rerank_score >= 0 && c.rerank_score <= 1
+    ? ` · relevance ${Math.round(c.rerank_score * 100)} %` : "";
   return h("details", { class: "citation", "data-citation": c.citation },
     h("summary", {}, `[${c.citation}] ${c.document_name || c.document_id}`, c.page_start != null ? `, ${pages(c.page_start, c.page_end)}` : ""),
-    h("p", { class: "muted" }, `collection ${c.collection} · score ${c.score.toFixed(3)}`),
-    h("div", { class: "chunk" }, c.text), download ? downloadButton(c, download) : null);
+    h("p", { class: "muted small" }, `collection ${c.collection}${relevance}`),
+    passageView(c.text, quotes), download ? downloadButton(c, download) : null);
 }
+
+const FOLD_AT = 400; // characters: a passage longer than this opens folded
+
+/** `text` with runs of white space as one space, and where each of its characters stands in `text`. */
+function flattened(text) {
+  let flat = "";
+  const at = [];
+  for (const m of text.matchAll(/\s+|\S+/g)) {
+    if (/^\s/.test(m[0])) { flat += " "; at.push(m.index); continue; }
+    flat += m[0];
+    for (let i = 0; i < m[0].length; i += 1) at.push(m.index + i);
+  }
+  return { flat, at };
+}
+
+/** Where the passage holds the answer's sentences word for word (white space aside): [start, end) pairs. */
+function quoted(text, sentences) {
+  const { flat, at } = flattened(text);
+  const lower = flat.toLowerCase();
+  const spans = [];
+  for (const sentence of sentences) {
+    if (sentence.length < 12) continue;
+    let i = flat.indexOf(sentence);
+    if (i < 0) i = lower.indexOf(sentence.toLowerCase());
+    if (i >= 0) spans.push([at[i], at[i + sentence.length - 1] + 1]);
+  }
+  spans.sort((a, b) => a[0] - b[0]);
+  const merged = [];
+  for (const span of spans) {
+    const last = merged.at(-1);
+    if (last && span[0] <= last[1]) last[1] = Math.max(last[1], span[1]);
+    else merged.push([...span]);
+  }
+  return merged;
+}
+
+/** Sentence starts of a passage: its start, after a sentence's closing punctuation, and after a line break. */
+function sentenceStarts(text) {
+  const starts = [0];
+  for (const m of text.matchAll(/[.!?]["')\]]*\s+|\n\s*/g)) starts.push(m.index + m[0].length);
+  return [...new Set(starts)].filter((s) => s < text.length);
+}
+
+/** The part of the passage shown folded: the quoted sentences and one sentence either side, or its opening. */
+function excerpt(text, spans) {
+  const starts = sentenceStarts(text);
+  if (!spans.length) {
+    const end = starts.find((s) => s >= FOLD_AT * 0.6) ?? FOLD_AT;
+    return [0, Math.min(end, text.length)];
+  }
+  const first = starts.filter((s) => s <= spans[0][0]);
+  const from = first.length > 1 ? first.at(-2) : 0;
+  const after = starts.filter((s) => s >= spans.at(-1)[1]);
+  const to = after.length > 1 ? after[1] : text.length;
+  return [from, to];
+}
+
+/** text[from, to) with the spans inside it marked. */
+function marked(text, spans, from, to) {
+  const parts = [];
+  let at = from;
+  for (const [start, end] of spans) {
+    const s = Math.max(start, from), e = Math.min(end, to);
+    if (e <= s) continue;
+    if (s > at) parts.push(text.slice(at, s));
+    parts.push(h("mark", {}, text.slice(s, e)));
+    at = e;
+  }
+  if (at < to) parts.push(text.slice(at, to));
+  return parts;
+}
+
+/** A cited passage, folded to what the answer quotes from it (highlighted), the whole of it one click away. */
+function passageView(text, sentences) {
+  const spans = quoted(text, sentences);
+  const passage = h("div", { class: "chunk passage" });
+  if (text.length <= FOLD_AT) return replace(passage, marked(text, spans, 0, text.length));
+  const [from, to] = excerpt(text, spans);
+  const toggle = h("button", { type: "button", class: "secondary small", "aria-expanded": "false" }, "Show the whole passage");
+  const fold = (open) => {
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.textContent = open ? "Fold the passage" : "Show the whole passage";
+    replace(passage, open ? marked(text, spans, 0, text.length)
+      : [from > 0 ? "… " : "", marked(text, spans, from, to), to < text.length ? " …" : ""]);
+  };
+  toggle.addEventListener("click", () => fold(toggle.getAttribute("aria-expanded") !== "true"));
+  fold(false);
+  return [passage, toggle];
+}
+
 
 function downloadButton(citation, download) {
   const button = h("button", { type: "button", class: "secondary" }, "Download the source document");
