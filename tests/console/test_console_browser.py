@@ -993,3 +993,48 @@ def test_a_citation_folds_its_passage_highlights_what_the_answer_quotes_and_each
     page.get_by_role("link", name=re.compile("Security helper$")).click()  # the answer as stored
     check(page.locator(".msg.assistant[data-status=complete]"))
     assert user.close() == []
+
+
+def test_a_decline_in_a_follow_up_reads_like_a_first_turn_decline_openai_standin(
+    platform: str, browser: Any, llm: OpenAIStandin
+) -> None:
+    """#29 item 6: a follow-up the documents do not answer (passages were found and the model declined, so it
+    cites none of them) shows the same plain "No sources" note as a first-turn decline: no warning that it cites
+    none of its passages, and no "Also retrieved, not cited"."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Decline_docs")
+    parking = b"# Parking\n\nVisitors park in the north lot. Staff park in the south garage.\n"
+    setup.embed(collection, [setup.document("parking-rules.md", parking)])
+    agent = setup.agent("Parking helper", llm_provider="openai", llm_model="standin")
+    setup.assign(agent, collection)
+    llm.script = Script(tokens=("Visitors park in the north lot [1].",))
+
+    user = Console(browser, platform)
+    page = user.page
+    user.sign_in("paul")
+    page.locator("#agent-list li", has_text="Parking helper").get_by_role("button", name="Start chat").click()
+    page.get_by_label("Your question").fill("Where do visitors park?")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".msg.assistant[data-status=complete]")).to_have_count(1)
+    llm.script = Script(tokens=("The documents do not say where visitors park bicycles.",))
+    page.get_by_label("Your question").fill("Where do visitors park bicycles?")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".msg.assistant[data-status=complete]")).to_have_count(2)
+    chats = httpx.get(f"{platform}/kappi/chats", headers=_bearer(platform, "paul")).json()
+    stored = httpx.get(f"{platform}/kappi/chats/{chats[0]['id']}", headers=_bearer(platform, "paul")).json()
+    declined = stored["messages"][-1]
+    assert (declined["citations"], len(declined["also_retrieved"]) > 0) == ([], True), declined  # the case itself
+
+    def check(answer: Any) -> None:
+        expect(answer.locator(".no-sources")).to_have_text(re.compile("^No sources: "))
+        expect(answer.locator("details.also-retrieved")).to_have_count(0)
+        expect(answer).not_to_contain_text("cites none")
+
+    check(page.locator(".msg.assistant[data-status=complete]").last)
+    user.shot("27-follow-up-decline")
+    page.get_by_role("link", name="+ New chat").click()
+    page.get_by_role("link", name=re.compile("Parking helper$")).click()
+    check(page.locator(".msg.assistant[data-status=complete]").last)
+    assert user.close() == []

@@ -380,18 +380,20 @@ function showCitation(marker, n) {
   source.querySelector("summary").focus();
 }
 
-/** The passages an answer cites, then — apart, folded — those it was given without citing them. */
+/**
+ * The passages an answer cites, then — apart, folded — those it was given without citing them. An answer citing
+ * none is a decline (or rests on nothing): it reads the same whether retrieval found passages or not, in a first
+ * turn or a follow-up, without the passages it did not use.
+ */
 function citationsView(citations, download, alsoRetrieved = [], quotes = new Map()) {
+  if (!citations.length) {
+    return h("p", { class: "no-sources", role: "note" },
+      "No sources: nothing in the collections you can read answers this, so this answer is not grounded in your documents.");
+  }
   const also = alsoRetrieved.length
     ? h("details", { class: "also-retrieved" }, h("summary", {}, `Also retrieved, not cited (${alsoRetrieved.length})`),
       alsoRetrieved.map((c) => citationView(c, download)))
     : null;
-  if (!citations.length) {
-    return [h("p", { class: "no-sources", role: "note" }, alsoRetrieved.length
-      ? "This answer cites none of the passages it was given."
-      : "No sources: nothing in the collections you can read matched, so this answer is not grounded in your documents."),
-    also];
-  }
   return [h("strong", {}, `Sources (${citations.length})`), citations.map((c) => citationView(c, download, quotes.get(c.citation))), also];
 }
 
