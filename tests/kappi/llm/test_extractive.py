@@ -218,3 +218,38 @@ def test_an_acronym_the_question_names_must_stand_as_a_word() -> None:
     """Regression (#27): "MO" was found as the start of "more" and "modes", so a near miss was answered."""
     text = "The archive format has two modes. More entries make the index larger. Each index starts with a header."
     assert extract_answer("What does the header of an MO index start with?", [passage(1, text)]) == [NOTHING_MATCHES]
+
+
+RELEASES = (
+    "release | name | shipped | support_until\n"
+    "3.1 | Alder | 2019-04-02 | 2022-04-02\n"
+    "3.2 | Birch | 2020-05-11 | 2023-05-11\n"
+    "4.0 | Cedar | 2021-06-20 | 2025-06-20"
+)
+
+
+async def test_a_table_row_the_question_names_by_its_cells_answers_with_its_columns_named() -> None:
+    """Regression (#27): a table's columns rarely share the question's words ("support_until" for "maintained"),
+    so no row held enough of its weight and the answer was declined; the row is found by what the question names."""
+    passages = [passage(1, RELEASES, name="releases.csv")]
+    question = "Until when is release 3.2 Birch maintained?"
+    expected = "release: 3.2; name: Birch; shipped: 2020-05-11; support_until: 2023-05-11"
+    assert extract_answer(question, passages) == [expected, " [1]"]
+    # its cells are the evidence: an embedder finding the row unlike the question does not decline it
+    pieces = await checked_answer(question, passages, fake_embed(0.0))
+    assert pieces == [expected, " [1]"]
+
+
+def test_a_row_is_not_looked_up_for_a_number_or_name_no_row_holds() -> None:
+    passages = [passage(1, RELEASES, name="releases.csv")]
+    assert extract_answer("Until when is release 3.3 maintained?", passages) == [NOTHING_MATCHES]
+    assert extract_answer("Until when is Birch Elm maintained?", passages) == [NOTHING_MATCHES]
+
+
+def test_a_row_named_by_one_common_word_is_not_looked_up() -> None:
+    """A cell equal to a common word of the question ("type") names nothing: the row must also hold enough of
+    the question's weight."""
+    table = "field | meaning\ntype | The kind of entry, one of file or link\nsize | Its length in bytes"
+    passages = [passage(1, table, name="format.html")]
+    pieces = extract_answer("Which type of archive does the installer download by default?", passages)
+    assert pieces == [NOTHING_MATCHES]

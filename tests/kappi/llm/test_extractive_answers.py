@@ -157,7 +157,7 @@ def test_passages_that_share_one_common_word_with_the_question_do_not_answer_it(
 def test_a_tables_row_answers_under_the_row_that_names_its_columns() -> None:
     table = "name | colour | first flowered\nAster | violet | 1998-05-01\nBorage | blue | 2001-06-12"
     assert extract_answer("Which colour does the Borage have?", [passage(1, table)]) == [
-        "name | colour | first flowered: Borage | blue | 2001-06-12",
+        "name: Borage; colour: blue; first flowered: 2001-06-12",  # the row it names, its columns named
         " [1]",
     ]
 
