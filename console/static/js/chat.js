@@ -2,7 +2,7 @@
 import * as api from "./api.js";
 import { Marked } from "../vendor/marked-18.2.1.esm.js";
 import DOMPurify from "../vendor/purify-3.5.0.es.js";
-import { h, replace, messageArea, showError, busy, empty, pages, notice, plainWords, uid } from "./ui.js";
+import { h, replace, messageArea, showError, busy, empty, pages, notice, plainWords, problemOf, uid } from "./ui.js";
 
 export async function chatsScreen(main, services) {
   const base = services.kappi;
@@ -16,19 +16,15 @@ export async function chatsScreen(main, services) {
         history(base, chats, null))));
 }
 
+/** "Start chat" opens an empty chat with the agent; it is made with its first question, so none is left unasked. */
 function agentItem(base, agent) {
   const start = h("button", { type: "button" }, "Start chat");
-  start.addEventListener("click", () => busy(start, async () => {
-    try {
-      const chat = await api.post(`${base}/chats`, { agent_id: agent.id });
-      location.hash = `#/chats/${chat.id}`;
-    } catch (error) { notice(error); }
-  }));
+  start.addEventListener("click", () => { location.hash = `#/chats/new/${agent.id}`; });
   return h("li", {}, h("span", { class: "stack tight grow" }, h("strong", {}, agent.name),
     agent.description ? h("span", { class: "muted" }, agent.description) : null), start);
 }
 
-/** Your chats, each renamed in place (Enter saves, Escape cancels) or deleted after a confirmation. */
+/** Your chats; the one open is renamed in place (Enter saves, Escape cancels) or deleted after a confirmation. */
 function history(base, chats, currentId, onRenamed = () => {}) {
   const noChats = () => empty("No chats yet. Start one with an agent.");
   if (!chats.length) return noChats();
@@ -53,7 +49,7 @@ function history(base, chats, currentId, onRenamed = () => {}) {
           if (!list.children.length) replace(wrapper, noChats());
         } catch (error) { notice(error); }
       }));
-      replace(item, link, renameButton, remove);
+      replace(item, link, chat.id === currentId ? [renameButton, remove] : null);
     }
 
     function edit() {
@@ -95,6 +91,22 @@ function history(base, chats, currentId, onRenamed = () => {}) {
 export async function chatScreen(main, services, id) {
   const base = services.kappi;
   const [detail, chats] = await Promise.all([api.get(`${base}/chats/${id}`), api.get(`${base}/chats?limit=100`)]);
+  chatView(main, services, detail, chats, null);
+}
+
+/** A chat with `agentId` not made yet: its first question makes it. */
+export async function newChatScreen(main, services, agentId) {
+  const base = services.kappi;
+  const [agents, chats] = await Promise.all([api.get(`${base}/agents`), api.get(`${base}/chats?limit=100`)]);
+  const agent = agents.find((a) => a.id === agentId);
+  if (!agent) throw problemOf("This agent is not available to you. Choose another under Chat.");
+  const chat = { id: null, agent_id: agent.id, agent_name: agent.name, agent_available: true, title: "" };
+  chatView(main, services, { chat, messages: [] }, chats, agent.id);
+}
+
+function chatView(main, services, detail, chats, newWith) {
+  const base = services.kappi;
+  let id = detail.chat.id;
   const sources = sourceDownloader(services);
   const messages = h("div", { class: "messages", "aria-live": "polite" },
     detail.messages.length ? detail.messages.map((msg) => messageView(msg, sources)) : empty("Ask your first question below."));
@@ -123,6 +135,12 @@ export async function chatScreen(main, services, id) {
     busy(submit, async () => {
       message.textContent = "";
       messages.querySelector(".empty")?.remove();
+      if (id === null) {
+        try {
+          id = (await api.post(`${base}/chats`, { agent_id: newWith })).id;
+        } catch (error) { showError(message, error); return; }
+        window.history.replaceState(null, "", `#/chats/${id}`); // no hashchange: the screen stays
+      }
       messages.append(h("div", { class: "msg user" }, content));
       input.value = "";
       await stream(base, id, content, messages, message, sources);
@@ -159,6 +177,8 @@ function agentLabel(chat) {
     : h("small", { class: "muted unavailable" }, UNAVAILABLE);
 }
 
+const SHOW_WAIT_MS = 1000; // a wait shorter than this is not counted on screen
+
 /**
  * One answer, streamed: `sources` first (the passages the answer is given), then `token`s, then `done` (the
  * passages it cites, and those it was given without citing them) or `error`. Until the first token, the wait
@@ -167,18 +187,24 @@ function agentLabel(chat) {
 async function stream(base, chatId, content, messages, message, download) {
   const text = h("div", { class: "answer-text" });
   const sources = h("div", { class: "citations" });
-  const waited = h("p", { class: "thinking muted", role: "status" }, "thinking… 0.0 s");
+  const waited = h("p", { class: "thinking muted", role: "status", hidden: true });
   const bubble = h("div", { class: "msg assistant", "aria-busy": "true" }, waited, text, sources);
   messages.append(bubble);
   const started = performance.now();
   const seconds = () => ((performance.now() - started) / 1000).toFixed(1);
-  const clock = setInterval(() => { waited.textContent = `thinking… ${seconds()} s`; }, 100);
+  // The wait shows only once it is long enough to notice, and goes when the answer is complete.
+  const clock = setInterval(() => {
+    if (performance.now() - started < SHOW_WAIT_MS) return;
+    waited.hidden = false;
+    waited.textContent = `thinking… ${seconds()} s`;
+  }, 100);
   let thinking = true;
   const firstToken = () => {
     if (!thinking) return;
     thinking = false;
     clearInterval(clock);
-    waited.textContent = `first words after ${seconds()} s`;
+    if (waited.hidden) waited.remove();
+    else waited.textContent = `first words after ${seconds()} s`;
   };
   let answer = "";
   let citations = [];
@@ -205,7 +231,7 @@ async function stream(base, chatId, content, messages, message, download) {
     showError(message, error);
   } finally {
     clearInterval(clock);
-    if (!answer) waited.remove();
+    waited.remove();
     bubble.removeAttribute("aria-busy");
   }
 }

@@ -8,7 +8,7 @@ import { documentsScreen } from "./documents.js";
 import { collectionsScreen, collectionScreen } from "./collections.js";
 import { sourcesSection } from "./sources.js";
 import { agentsScreen, agentScreen } from "./agents.js";
-import { chatsScreen, chatScreen } from "./chat.js";
+import { chatsScreen, chatScreen, newChatScreen } from "./chat.js";
 
 const main = document.getElementById("main");
 let config = { sign_in: [], oidc: null, services: { chonkit: "/chonkit", kappi: "/kappi" } };
@@ -24,6 +24,7 @@ const routes = [
   [/^#\/agents$/, (view) => agentsScreen(view, config.services), true],
   [/^#\/agents\/([\w-]+)$/, (view, m) => agentScreen(view, config.services, m[1]), true],
   [/^#\/chats$/, (view) => chatsScreen(view, config.services), false],
+  [/^#\/chats\/new\/([\w-]+)$/, (view, m) => newChatScreen(view, config.services, m[1]), false],
   [/^#\/chats\/([\w-]+)$/, (view, m) => chatScreen(view, config.services, m[1]), false],
 ];
 
