@@ -1040,6 +1040,37 @@ def test_a_decline_in_a_follow_up_reads_like_a_first_turn_decline_openai_standin
     assert user.close() == []
 
 
+def test_status_colours_tell_the_truth(platform: str, browser: Any, tmp_path: Path) -> None:
+    """#29 item 8: an upload that created nothing is not reported in green, and a collection whose model cannot
+    be changed (no other model configured) says so in plain grey, without an empty picker and a dead button."""
+    from playwright.sync_api import expect
+
+    twice = tmp_path / "twice.txt"
+    twice.write_text("The same words twice.\n", encoding="utf-8")
+    collection = Api(platform).collection("Colour_docs")
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("colourist", admin=True)
+    nav(page, "Documents")
+    page.locator("#upload-files").set_input_files(twice)
+    message = page.locator("section[aria-labelledby=upload-title] p[role=status]")
+    expect(message).to_have_text("1 created, 0 not created.")
+    expect(message).to_have_class("ok")
+    page.locator("#upload-files").set_input_files(twice)
+    expect(message).to_have_text("0 created, 1 not created.")
+    expect(message).not_to_have_class(re.compile(r"\bok\b"))
+
+    page.goto(f"{platform}/#/collections/{collection['id']}")
+    model = page.locator("form", has=page.get_by_role("heading", name="Embedding model"))
+    note = model.get_by_text("No other embedding model is configured.")
+    expect(note).to_be_visible()
+    expect(note).not_to_have_class(re.compile(r"\bok\b"))
+    expect(model.get_by_label("New model")).to_be_hidden()
+    expect(model.get_by_role("button", name="Change embedding model")).to_be_hidden()
+    errors = admin.close()
+    assert all("409" in e for e in errors), errors  # the duplicate upload's refusal, logged by Chromium
+
+
 def test_the_chat_sidebar_keeps_no_empty_chat_one_set_of_buttons_and_no_instant_wait(
     platform: str, browser: Any
 ) -> None:

@@ -158,16 +158,20 @@ function modelChanger(base, collection, follow, reload) {
   const status = h("p", { class: "muted", "data-migration-state": "" });
   const model = h("select", { name: "model" });
   const submit = h("button", { type: "submit" }, "Change embedding model");
+  const choice = h("label", {}, "New model", model);
+  const explained = h("p", { class: "muted" }, "Every document is embedded again into a new version of the collection; questions use the current one until the new one is complete, then switch at once.");
+  const actions = h("div", { class: "row" }, submit);
   const form = h("form", { class: "card stack", "aria-labelledby": "model-title" },
-    h("h2", { id: "model-title" }, "Embedding model"),
-    h("label", {}, "New model", model),
-    h("p", { class: "muted" }, "Every document is embedded again into a new version of the collection; questions use the current one until the new one is complete, then switch at once."),
-    h("div", { class: "row" }, submit), status, message);
+    h("h2", { id: "model-title" }, "Embedding model"), choice, explained, actions, status, message);
   const path = `${base}/collections/${collection.id}/embedding`;
   api.get(`${base}/providers`).then((providers) => {
     const others = providers.embedding_models.filter((m) => m.provider !== collection.embedding_provider || m.model !== collection.model);
     replace(model, others.map((m) => h("option", { value: `${m.provider}|${m.model}` }, `${m.provider} · ${m.model} (${m.dimension} dims)`)));
-    if (!others.length) { submit.disabled = true; showOk(message, "No other embedding model is configured."); }
+    if (!others.length) { // nothing to choose: say so plainly, without an empty picker and a dead button
+      choice.hidden = explained.hidden = actions.hidden = true;
+      message.className = "muted";
+      message.textContent = "No other embedding model is configured.";
+    }
   }, (error) => showError(message, error));
   const shown = (change) => {
     const m = change.migration;

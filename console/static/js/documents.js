@@ -224,7 +224,10 @@ function uploader(base, refresh) {
         h("span", {}, r.filename), badge(r.status),
         r.error ? h("span", { class: "error" }, r.error.detail) : null)));
       const created = response.results.filter((r) => r.status === "created").length;
-      showOk(message, `${created} created, ${response.results.length - created} not created.`);
+      const total = response.results.length;
+      // green only when every file was created; none created is a failure, some a warning
+      message.className = created === total ? "ok" : created === 0 ? "error" : "warn";
+      message.textContent = `${created} created, ${total - created} not created.`;
       await refresh();
     } catch (error) {
       showError(message, error);
