@@ -237,6 +237,7 @@ def test_a_config_refused_for_its_fields_names_them_for_400_as_for_422(platform:
     admin.sign_in("field-checker", admin=True)
     nav(page, "Documents")
     page.get_by_role("button", name="Preview field-errors.md").click()
+    page.get_by_role("button", name="Edit as JSON").click()  # what the form cannot say
     config = page.get_by_label("Parse and chunk config (JSON)")
     expect(config).to_have_value(re.compile('"parse"'))
     preview = page.get_by_role("button", name="Preview chunks with this config")
@@ -301,9 +302,12 @@ def test_failed_embedding_is_retried_after_fixing_the_chunk_config(platform: str
     nav(page, "Documents")
     page.locator("#upload-files").set_input_files(policy)
     page.get_by_role("button", name="Preview leave-policy.md").click()
-    config = page.get_by_label("Parse and chunk config (JSON)")
-    expect(config).to_have_value(re.compile('"parse"'))
-    config.fill('{"chunk": {"strategy": "fixed", "size": 1000, "overlap": 0}}')
+    config = page.get_by_role("form", name="Parse and chunk config")
+    expect(config.get_by_role("button", name="Edit as JSON")).to_be_enabled()  # loaded: it would overwrite the form
+    config.get_by_label("Chunking strategy").select_option("fixed")
+    size = config.get_by_label("Size", exact=True)
+    size.fill("1000")
+    config.get_by_label("Overlap", exact=True).fill("0")
     page.get_by_role("button", name="Preview chunks with this config").click()
     expect(page.get_by_text("1 oversized: embedding would fail")).to_be_visible()
     page.get_by_role("button", name="Save config").click()
@@ -331,8 +335,9 @@ def test_failed_embedding_is_retried_after_fixing_the_chunk_config(platform: str
 
     nav(page, "Documents")
     page.get_by_role("button", name="Preview leave-policy.md").click()
-    expect(config).to_have_value(re.compile('"size": 1000'))  # loaded: it would overwrite what is typed first
-    config.fill('{"chunk": {"strategy": "fixed", "size": 200, "overlap": 20}}')
+    expect(size).to_have_value("1000")  # loaded: it would overwrite what is typed first
+    size.fill("200")
+    config.get_by_label("Overlap", exact=True).fill("20")
     page.get_by_role("button", name="Save config").click()
     expect(page.get_by_text("Saved: collections use it")).to_be_visible()
 
@@ -1038,6 +1043,71 @@ def test_a_decline_in_a_follow_up_reads_like_a_first_turn_decline_openai_standin
     page.get_by_role("link", name=re.compile("Parking helper$")).click()
     check(page.locator(".msg.assistant[data-status=complete]").last)
     assert user.close() == []
+
+
+def test_a_document_preview_opens_where_the_user_is_and_its_chunk_config_is_a_form(platform: str, browser: Any) -> None:
+    """#29 item 7: with a long document list the preview opens at the top of the list's place (the list set aside,
+    one click brings it back), not below the whole list; the chunk configuration is a form with exactly the fields
+    and defaults of chonkit's chunk config structs, and the raw JSON is one click away."""
+    import msgspec
+    from playwright.sync_api import expect
+
+    from chonkit.document.chunking.config import FixedChunking, ParentChildChunking, StructureChunking
+
+    setup = Api(platform)
+    setup.documents(
+        {f"shelf-{n:02}.txt": f"Shelf {n} holds the boxes of year {2000 + n}.\n".encode() for n in range(20)}
+    )
+    document = setup.document("form-config.md", b"# Form\n\nA document whose chunking is set in a form.\n")
+    admin = Console(browser, platform, width=1366, height=860)
+    page = admin.page
+    admin.sign_in("previewer", admin=True)
+    nav(page, "Documents")
+    page.get_by_role("button", name="Preview shelf-00.txt").click()
+    heading = page.get_by_role("heading", name="shelf-00.txt", level=2)
+    expect(heading).to_be_in_viewport()
+    top = heading.evaluate("(e) => e.getBoundingClientRect().top + window.scrollY")
+    assert top < 860, top  # within the page's first screen, not below every document
+    page.get_by_role("button", name="← All documents").click()
+    expect(page.get_by_role("button", name="Preview shelf-00.txt")).to_be_focused()
+
+    page.get_by_role("button", name="Preview form-config.md").click()
+    form = page.get_by_role("form", name="Parse and chunk config")
+    strategy = form.get_by_label("Chunking strategy")
+    expect(strategy).to_have_value("")  # nothing saved: the default
+    shown = (
+        "(form) => [...form.querySelectorAll('fieldset.chunking [name]')]"
+        ".filter((e) => e.name !== 'strategy' && e.offsetParent !== null)"
+        ".map((e) => [e.name, e.type === 'checkbox' ? e.checked : e.value])"
+    )
+    for variant in (FixedChunking, StructureChunking, ParentChildChunking):
+        tag = variant.__struct_config__.tag
+        strategy.select_option(str(tag))
+        defaults = [
+            [f.name, f.default if isinstance(f.default, bool) else str(f.default)]
+            for f in msgspec.structs.fields(variant)
+        ]
+        assert sorted(form.evaluate(shown)) == sorted(defaults), tag
+    strategy.select_option("fixed")
+    form.get_by_label("Size", exact=True).fill("200")
+    form.get_by_label("Overlap", exact=True).fill("20")
+    form.get_by_label("Repeat headings").uncheck()
+    form.get_by_role("button", name="Save config").click()
+    expect(page.get_by_text("Saved: collections use it")).to_be_visible()
+    saved = httpx.get(f"{platform}/chonkit/documents/{document['id']}/config", headers=setup.headers).json()
+    assert saved["chunk"] == {
+        "strategy": "fixed",
+        "unit": "tokens",
+        "size": 200,
+        "overlap": 20,
+        "snap_to_sentences": True,
+        "repeat_headings": False,
+        "snap_to_headings": True,
+    }
+    admin.shot("28-document-config-form")
+    form.get_by_role("button", name="Edit as JSON").click()
+    expect(page.get_by_label("Parse and chunk config (JSON)")).to_have_value(re.compile('"size": 200'))
+    assert admin.close() == []
 
 
 def test_status_colours_tell_the_truth(platform: str, browser: Any, tmp_path: Path) -> None:

@@ -4,11 +4,79 @@ import * as api from "./api.js";
 import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, bytes, pages, notice, listFrom, problemOf, plural,
   errorLine } from "./ui.js";
 
-const CONFIG_HINT = 'chunk: {"strategy": "fixed" | "structure" | "parent_child", "unit": "tokens" | "characters", ' +
-  '"size", "overlap"} (fixed: "repeat_headings", "snap_to_headings", both true by default; parent_child: ' +
-  'parent_size, child_size, child_overlap); null = fixed, 250 tokens, overlap 25. ' +
-  'parse: {"page_range": {"start", "end"}, "line_filters": [regex…], "sections": [{"start", "end"}…], ' +
-  '"ocr": "auto" (pages without a text layer, and images) | "force" (every page) | "off"}.';
+// The chunk config's strategies, their fields and defaults, as chonkit/document/chunking/config.py declares them
+// (a browser test compares the two); `null` saved means the default, fixed windows.
+const CHUNK_FIELDS = {
+  fixed: { unit: "tokens", size: 250, overlap: 25, snap_to_sentences: true, repeat_headings: true, snap_to_headings: true },
+  structure: { unit: "tokens", size: 250, overlap: 25 },
+  parent_child: { unit: "tokens", parent_size: 1000, child_size: 250, child_overlap: 25 },
+};
+const STRATEGIES = {
+  "": ["Default", "Fixed windows of 250 tokens, 25 shared between neighbours, headings repeated."],
+  fixed: ["Fixed windows", "Windows of a set size; neighbours share the overlap."],
+  structure: ["One chunk per section", "Each heading's section is a chunk; a longer one is cut like fixed windows."],
+  parent_child: ["Parent and child chunks", "Small children are searched; the larger parent around them is what the agent reads."],
+};
+const CHUNK_LABELS = {
+  unit: "Unit", size: "Size", overlap: "Overlap", snap_to_sentences: "End windows at sentence ends",
+  repeat_headings: "Repeat headings", snap_to_headings: "Start a window at each heading", parent_size: "Parent size",
+  child_size: "Child size", child_overlap: "Child overlap",
+};
+const OCR_MODES = { auto: "auto: pages without a text layer, and images", force: "force: every page", off: "off" };
+
+/** The chunk config as a form: a strategy, then only its fields; the parse config's OCR mode beside it. */
+function chunkFields() {
+  const strategy = h("select", { name: "strategy" },
+    Object.entries(STRATEGIES).map(([value, [label]]) => h("option", { value }, label)));
+  const hint = h("p", { class: "muted small" });
+  const inputs = {};
+  const labels = {};
+  for (const name of Object.keys(CHUNK_LABELS)) {
+    const kind = typeof CHUNK_FIELDS.fixed[name] === "boolean" ? "checkbox" : name === "unit" ? "select" : "number";
+    const input = kind === "select" ? h("select", { name }, h("option", { value: "tokens" }, "tokens"), h("option", { value: "characters" }, "characters"))
+      : h("input", kind === "checkbox" ? { type: "checkbox", name } : { type: "number", name, min: name.endsWith("overlap") ? 0 : 1, step: 1 });
+    inputs[name] = input;
+    labels[name] = kind === "checkbox" ? h("label", { class: "check" }, input, CHUNK_LABELS[name]) : h("label", {}, CHUNK_LABELS[name], input);
+  }
+  const fieldset = h("fieldset", { class: "chunking stack" }, h("legend", {}, "Chunking"),
+    h("label", {}, "Chunking strategy", strategy), hint,
+    h("div", { class: "row" }, ["unit", "size", "overlap", "parent_size", "child_size", "child_overlap"].map((n) => labels[n])),
+    ["snap_to_sentences", "repeat_headings", "snap_to_headings"].map((n) => labels[n]));
+  let saved = null;
+
+  function show(chosen) {
+    strategy.value = chosen;
+    hint.textContent = STRATEGIES[chosen][1];
+    const values = saved && saved.strategy === chosen ? { ...CHUNK_FIELDS[chosen], ...saved } : CHUNK_FIELDS[chosen] ?? {};
+    for (const [name, input] of Object.entries(inputs)) {
+      labels[name].hidden = !(name in values);
+      if (!(name in values)) continue;
+      if (input.type === "checkbox") input.checked = Boolean(values[name]); else input.value = String(values[name]);
+    }
+  }
+  strategy.addEventListener("change", () => show(strategy.value));
+  return {
+    fieldset,
+    /** Show a chunk config as saved (null: the default). */
+    set(chunk) {
+      if (chunk && !Object.hasOwn(CHUNK_FIELDS, chunk.strategy)) {
+        throw problemOf(`The form knows no chunking strategy “${chunk.strategy}”: keep editing it as JSON.`);
+      }
+      saved = chunk;
+      show(chunk ? chunk.strategy : "");
+    },
+    /** The config the fields say (null: the default). */
+    get() {
+      if (!strategy.value) return null;
+      const chunk = { strategy: strategy.value };
+      for (const name of Object.keys(CHUNK_FIELDS[strategy.value])) {
+        const input = inputs[name];
+        chunk[name] = input.type === "checkbox" ? input.checked : input.type === "number" ? Number(input.value) : input.value;
+      }
+      return chunk;
+    },
+  };
+}
 
 export async function documentsScreen(main, services) {
   const base = services.chonkit;
@@ -41,7 +109,7 @@ export async function documentsScreen(main, services) {
           h("td", {}, doc.page_count ?? "–"),
           h("td", {}, bytes(doc.size_bytes)),
           h("td", {}, h("div", { class: "row" },
-            h("button", { type: "button", class: "secondary", "aria-label": `Preview ${doc.name}`, onclick: () => open(doc) }, "Preview"),
+            h("button", { type: "button", class: "secondary", "aria-label": `Preview ${doc.name}`, "data-preview": doc.id, onclick: () => open(doc) }, "Preview"),
             h("button", { type: "button", class: "danger", "aria-label": `Delete ${doc.name}`, onclick: (e) => remove(e.currentTarget, doc) }, "Delete"))))))),
       page.total > page.items.length ? h("p", { class: "muted" }, `Showing ${page.items.length} of ${page.total}.`) : null);
   }
@@ -51,7 +119,7 @@ export async function documentsScreen(main, services) {
     await busy(button, async () => {
       try {
         await api.del(`${base}/documents/${doc.id}`);
-        if (shown === doc.id) { panel.hidden = true; shown = null; }
+        if (shown === doc.id) close();
         await refresh();
       } catch (error) {
         notice(error);
@@ -59,29 +127,41 @@ export async function documentsScreen(main, services) {
     });
   }
 
+  /** Back to the list, at the document that was open. */
+  function close() {
+    const id = shown;
+    shown = null;
+    panel.hidden = true;
+    replace(panel);
+    listSection.hidden = false;
+    const button = list.querySelector(`button[data-preview="${id}"]`);
+    if (button) { button.scrollIntoView({ block: "center" }); button.focus(); }
+  }
+
+  /** The document's details, config and preview take the list's place, at the top of the screen's content. */
   async function open(doc) {
     shown = doc.id;
-    panel.hidden = false;
     const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
     const parseButton = h("button", { type: "button", class: "secondary" }, "Parsed text");
     const chunkButton = h("button", { type: "button", class: "secondary" }, "Chunks");
     parseButton.addEventListener("click", () => busy(parseButton, () => parsed(base, doc, body)));
     chunkButton.addEventListener("click", () => busy(chunkButton, () => chunks(base, doc, body, {})));
-    replace(panel, h("h2", { id: "doc-title" }, doc.name),
+    const back = h("button", { type: "button", class: "secondary" }, "← All documents");
+    back.addEventListener("click", close);
+    const heading = h("h2", { id: "doc-title", tabindex: "-1" }, doc.name);
+    replace(panel, h("div", { class: "row" }, back), heading,
       h("div", { class: "grid" }, detailsForm(base, doc, refresh), configEditor(base, doc, body)),
       h("h3", {}, "Preview"), h("div", { class: "row" }, parseButton, chunkButton, downloadButton(base, doc)), body);
+    listSection.hidden = true;
+    panel.hidden = false;
+    panel.scrollIntoView({ block: "start" });
+    heading.focus({ preventScroll: true });
     await parsed(base, doc, body);
-    panel.scrollIntoView({ block: "nearest" });
   }
 
-  replace(main,
-    h("h1", {}, "Documents"),
-    uploader(base, refresh),
-    h("section", { class: "card", "aria-labelledby": "doc-list" },
-      h("h2", { id: "doc-list" }, "All documents"),
-      h("label", {}, "Search", search),
-      list),
-    panel);
+  const listSection = h("section", { class: "card", "aria-labelledby": "doc-list" },
+    h("h2", { id: "doc-list" }, "All documents"), h("label", {}, "Search", search), list);
+  replace(main, h("h1", {}, "Documents"), uploader(base, refresh), listSection, panel);
   await refresh();
 }
 
@@ -113,18 +193,43 @@ function detailsForm(base, doc, refresh) {
   return form;
 }
 
+/**
+ * How the document is parsed and chunked: a form (the chunking strategy and its fields, the OCR mode), or the whole
+ * config as JSON one click away (page ranges, line filters and sections are edited there).
+ */
 function configEditor(base, doc, body) {
   const message = messageArea();
-  const text = h("textarea", { name: "config", rows: 7, spellcheck: "false", class: "code" });
+  const chunking = chunkFields();
+  const ocr = h("select", { name: "ocr" }, Object.entries(OCR_MODES).map(([value, label]) => h("option", { value }, label)));
+  const parseNote = h("p", { class: "muted small" });
+  const fields = h("div", { class: "stack" }, chunking.fieldset, h("label", {}, "Text recognition (OCR)", ocr), parseNote);
+  const text = h("textarea", { name: "config", rows: 9, spellcheck: "false", class: "code" });
+  const json = h("label", { hidden: true }, "Parse and chunk config (JSON)", text);
+  const toggle = h("button", { type: "button", class: "secondary", disabled: true }, "Edit as JSON");
   const tryIt = h("button", { type: "button", class: "secondary" }, "Preview chunks with this config");
   const submit = h("button", { type: "submit" }, "Save config");
-  const form = h("form", { class: "stack", "aria-label": "Parse and chunk config" },
-    h("label", {}, "Parse and chunk config (JSON)", text),
-    h("p", { class: "muted small" }, CONFIG_HINT), h("div", { class: "row" }, tryIt, submit), message);
-  api.get(`${base}/documents/${doc.id}/config`).then((config) => { text.value = JSON.stringify(config, null, 2); },
+  const form = h("form", { class: "stack", "aria-label": "Parse and chunk config", novalidate: true },
+    fields, json, h("div", { class: "row" }, tryIt, submit, toggle), message);
+  let parse = {}; // the saved parse config; the form changes its OCR mode only
+
+  function show(config) {
+    parse = config.parse ?? {};
+    chunking.set(config.chunk ?? null);
+    ocr.value = parse.ocr ?? "auto";
+    const other = [parse.page_range ? pages(parse.page_range.start, parse.page_range.end) : null,
+      parse.line_filters?.length ? plural(parse.line_filters.length, "line filter") : null,
+      parse.sections?.length ? plural(parse.sections.length, "section") : null].filter(Boolean);
+    parseNote.textContent = other.length ? `Parsing also keeps ${other.join(", ")} (edit them as JSON).` : "";
+    text.value = JSON.stringify(config, null, 2);
+  }
+  const fromForm = () => ({ parse: { ...parse, ocr: ocr.value }, chunk: chunking.get() });
+  const asJson = () => !json.hidden;
+
+  api.get(`${base}/documents/${doc.id}/config`).then((config) => { show(config); toggle.disabled = false; },
     (error) => showError(message, error));
 
   function edited() {
+    if (!asJson()) return fromForm();
     try {
       return JSON.parse(text.value);
     } catch (error) {
@@ -132,6 +237,19 @@ function configEditor(base, doc, body) {
     }
   }
 
+  toggle.addEventListener("click", () => {
+    try {
+      if (asJson()) show(edited()); else text.value = JSON.stringify(fromForm(), null, 2);
+      message.textContent = "";
+    } catch (error) {
+      showError(message, error);
+      return;
+    }
+    json.hidden = !json.hidden;
+    fields.hidden = !json.hidden;
+    toggle.textContent = asJson() ? "Edit as a form" : "Edit as JSON";
+    (asJson() ? text : chunking.fieldset.querySelector("select")).focus();
+  });
   text.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit(); });
   tryIt.addEventListener("click", () => busy(tryIt, async () => {
     try {
@@ -146,8 +264,7 @@ function configEditor(base, doc, body) {
     event.preventDefault();
     busy(submit, async () => {
       try {
-        const saved = await api.put(`${base}/documents/${doc.id}/config`, edited());
-        text.value = JSON.stringify(saved, null, 2);
+        show(await api.put(`${base}/documents/${doc.id}/config`, edited()));
         showOk(message, "Saved: collections use it the next time they embed this document.");
       } catch (error) {
         showError(message, error);
