@@ -102,7 +102,7 @@ class Answerer:
         found = await self.retriever.retrieve(
             prepared.agent.collections, prepared.groups, searched, rerank=rerank_choice(prepared.config)
         )
-        kept = joined_neighbours(relevant(found.chunks, await self._models(found)))
+        kept = joined_neighbours(relevant(found.chunks, await self._models(found), question=searched))
         # the question names what no passage holds: no model is asked to answer from them
         elsewhere = bool(kept) and await asyncio.to_thread(about_something_else, searched, _passages(kept))
         retrieval = msgspec.structs.replace(found, chunks=[] if elsewhere else kept)

@@ -37,7 +37,7 @@ import msgspec
 
 from kappi.chat.models import DropReason
 from kappi.llm.base import Passage
-from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, extract_answer
+from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, extract_answer, names_everything
 from kappi.llm.prompt import ANSWER_RULES
 from kappi.llm.words import (
     DIGITS_OF,
@@ -100,17 +100,19 @@ def relevant(
     chunks: Sequence[RetrievedChunk],
     models: Mapping[tuple[str, str], str],
     *,
+    question: str = "",
     relative: float = RELATIVE_FLOOR,
     absolute: Mapping[str, float] = ABSOLUTE_FLOORS,
     lexical: Mapping[str, float] = LEXICAL_FLOORS,
 ) -> list[RetrievedChunk]:
     """The chunks that pass both floors, in retrieval's order: the absolute one on their cosine (the keyword leg's
-    first hit on the lower :data:`LEXICAL_FLOORS`), the relative one on their cosine *or* their keyword evidence
+    first hit on the lower :data:`LEXICAL_FLOORS`, and on none when it holds every name and number ``question``
+    gives: :func:`~kappi.llm.extractive.names_everything`), the relative one on their cosine *or* their keyword evidence
     (hybrid retrieval finds passages whose words match the question better than their embedding does). ``models``:
     each collection's embedding model, by ``(vector_provider, collection)``; cosines of different models are not
     comparable, so each model's are held to its own best hit."""
     scored = [(c, models.get((c.vector_provider, c.collection), ""), 1.0 - c.distance, _bm25(c)) for c in chunks]
-    above = [s for s in scored if s[2] >= _floor(s[0], s[1], absolute, lexical)]
+    above = [s for s in scored if s[2] >= _floor(s[0], s[1], absolute, lexical, question)]
     best_cosine: dict[str, float] = {}
     best_bm25: dict[str, float] = {}
     for _, model, similarity, bm25 in above:
@@ -123,10 +125,16 @@ def relevant(
     ]
 
 
-def _floor(chunk: RetrievedChunk, model: str, absolute: Mapping[str, float], lexical: Mapping[str, float]) -> float:
+def _floor(
+    chunk: RetrievedChunk, model: str, absolute: Mapping[str, float], lexical: Mapping[str, float], question: str
+) -> float:
     floor = absolute.get(model, -1.0)
     first_by_keywords = chunk.legs is not None and chunk.legs.lexical_rank == 1
-    return min(floor, lexical.get(model, floor)) if first_by_keywords else floor
+    if not first_by_keywords:
+        return floor
+    if question and names_everything(question, chunk.text, chunk.document_name, chunk.collection):
+        return -1.0
+    return min(floor, lexical.get(model, floor))
 
 
 def _bm25(chunk: RetrievedChunk) -> float:

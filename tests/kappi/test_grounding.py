@@ -150,6 +150,21 @@ def test_the_keyword_legs_first_hit_passes_down_to_the_lexical_floor() -> None:
     assert relevant([row], {("pgvector", "Data"): "embed-v4"}, relative=0.8, **floors) == [row]  # no floors listed
 
 
+def test_the_keyword_legs_first_hit_naming_every_number_the_question_gives_passes_at_any_cosine() -> None:
+    """Regression (#27): a table's chunk embeds far from a question about one of its rows (cosine under 0.3), so
+    the chunk holding the row the question names by its number never reached the answer."""
+    models = {("pgvector", "Data"): "all-MiniLM-L6-v2"}
+    rows = "release | name | shipped\n3.1 | Alder | 2019-04-02\n4 | Cedar | 2021-06-20"
+    table = msgspec.structs.replace(
+        found_by_keywords(chunk("Data", 0.12), bm25=8.0, rank=1), text=rows, context=rows, document_name="rel.csv"
+    )
+    floors = {"absolute": {"all-MiniLM-L6-v2": 0.4}, "lexical": {"all-MiniLM-L6-v2": 0.3}}
+    assert relevant([table], models, question="When did release 4 Cedar ship?", **floors) == [table]
+    assert relevant([table], models, question="When did release 5 ship?", **floors) == []  # 5 is not in it
+    assert relevant([table], models, question="When did Cedar ship?", **floors) == []  # no number: too weak
+    assert relevant([table], models, **floors) == []  # no question: the floors alone
+
+
 def test_chunks_that_follow_each_other_in_a_document_are_read_as_one_passage() -> None:
     """Regression: a chunk boundary cut "ssl_cert_file (string)" and its description from "The default is
     server.crt.", so no passage held the setting's name and its default together."""

@@ -253,3 +253,12 @@ def test_a_row_named_by_one_common_word_is_not_looked_up() -> None:
     passages = [passage(1, table, name="format.html")]
     pieces = extract_answer("Which type of archive does the installer download by default?", passages)
     assert pieces == [NOTHING_MATCHES]
+
+
+def test_a_list_items_number_is_quoted_with_the_item_not_as_a_sentence_of_its_own() -> None:
+    """Regression (#27): "… fall into three classes: 1. Covering inequalities …" was cut after "1.", and the quote
+    ended in the number, the item it announced left out."""
+    text = "The solver is fast for problems whose rows fall into the following classes: 1. Covering rows over binary "
+    text += "variables. 2. Packing rows over binary variables."
+    pieces = extract_answer("For which classes of rows is the solver fast?", [passage(1, text)])
+    assert pieces[0].endswith("following classes: Covering rows over binary variables.")
