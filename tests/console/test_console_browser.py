@@ -1177,3 +1177,49 @@ def test_the_chat_sidebar_keeps_no_empty_chat_one_set_of_buttons_and_no_instant_
     nav(page, "Chat")
     expect(page.locator("ul.history").get_by_role("button")).to_have_count(0)
     assert user.close() == []
+
+
+def test_the_layout_shows_one_upload_control_labelled_phone_tables_and_wide_fields(platform: str, browser: Any) -> None:
+    """#29 item 10: the upload zone shows its label and not the browser's own file control; a long model name fits
+    the agent's model field; the search bench's query box is wider than its number boxes; at phone width each
+    table cell says which column it is."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Layout_docs", groups=("hr",))
+    agent = setup.agent("Layout agent")
+    admin = Console(browser, platform)
+    page = admin.page
+    admin.sign_in("layouter", admin=True)
+    nav(page, "Documents")
+    expect(page.locator(".drop label", has_text="choose files to upload")).to_be_visible()
+    box = page.locator("#upload-files").bounding_box()
+    assert box is None or box["width"] <= 1, box
+
+    page.goto(f"{platform}/#/agents/{agent['id']}")
+    model = page.get_by_label("Model", exact=True)
+    model.fill("qwen2.5-coder-0.5b-instruct-q4_k_m")
+    assert model.evaluate("(e) => e.scrollWidth <= e.clientWidth"), model.evaluate(
+        "(e) => [e.scrollWidth, e.clientWidth]"
+    )
+
+    page.goto(f"{platform}/#/collections/{collection['id']}")
+    bench = page.locator("form", has=page.get_by_role("heading", name="Search test bench"))
+    query, results = bench.get_by_label("Query").bounding_box(), bench.get_by_label("Results").bounding_box()
+    assert query is not None
+    assert results is not None
+    assert query["width"] > 2 * results["width"], (query, results)
+    assert admin.close() == []
+
+    phone = Console(browser, platform, **PHONE)
+    page = phone.page
+    phone.sign_in("pocket-layouter", admin=True)
+    nav(page, "Collections")
+    cells = page.locator("tr", has=page.get_by_role("link", name="Layout_docs", exact=True)).locator("td")
+    expect(cells).to_have_count(5)
+    labels = cells.evaluate_all(
+        "(cells) => cells.map((c) => [c.dataset.label, getComputedStyle(c, '::before').content !== 'none'])"
+    )
+    assert labels == [[name, True] for name in ["Name", "Store", "Model", "Groups", "Documents"]], labels
+    assert phone.overflow() == 0
+    assert phone.close() == []

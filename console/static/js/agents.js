@@ -1,7 +1,7 @@
 // Admin: agents (create, edit, activate, versions), their collections (top_k, max_distance, instruction, retrieval
 // mode and weight, tag/label filters), and access.
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, notice, errorLine, uid } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, notice, errorLine, uid, labelled } from "./ui.js";
 
 export async function agentsScreen(main, services) {
   const base = services.kappi;
@@ -29,14 +29,14 @@ export async function agentsScreen(main, services) {
   });
   replace(main, h("h1", {}, "Agents"), form,
     h("section", { class: "card", "aria-labelledby": "all-agents" }, h("h2", { id: "all-agents" }, "All agents"),
-      agents.length ? h("table", {},
+      agents.length ? labelled(h("table", {},
         h("thead", {}, h("tr", {}, ["Name", "Groups", "Collections", "LLM", "State"].map((t) => h("th", {}, t)))),
         h("tbody", {}, agents.map((a) => h("tr", {},
           h("td", {}, h("a", { href: `#/agents/${a.id}` }, a.name)),
           h("td", {}, a.groups.length ? a.groups.join(", ") : h("span", { class: "muted" }, "everyone")),
           h("td", {}, a.collections.map((c) => c.name).join(", ") || h("span", { class: "muted" }, "none")),
           h("td", {}, llmName(a.config.llm_provider, a.config.llm_model)),
-          h("td", {}, badge(a.active ? "active" : "inactive"))))))
+          h("td", {}, badge(a.active ? "active" : "inactive")))))))
         : empty("No agents yet. Create one above.")));
 }
 
@@ -117,7 +117,7 @@ function llmFields(agent, llms) {
     suggest();
   });
   suggest();
-  return h("div", { class: "row" }, h("label", {}, "LLM provider", provider), h("label", {}, "Model", model, suggestions));
+  return h("div", { class: "row" }, h("label", {}, "LLM provider", provider), h("label", { class: "full" }, "Model", model, suggestions));
 }
 
 function editForm(base, agent, onSaved, llms) {

@@ -1,7 +1,7 @@
 // Admin: collections (create, groups, add and remove documents, change the embedding model, live job progress, retry,
 // search test bench).
 import * as api from "./api.js";
-import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, listFrom, pages, notice, errorLine, problemOf, plural } from "./ui.js";
+import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, groupsFrom, listFrom, pages, notice, errorLine, problemOf, plural, labelled } from "./ui.js";
 
 export async function collectionsScreen(main, services) {
   const base = services.chonkit;
@@ -44,13 +44,13 @@ function createForm(base, providers) {
 function collectionList(collections) {
   return h("section", { class: "card", "aria-labelledby": "all-collections" },
     h("h2", { id: "all-collections" }, "All collections"),
-    collections.length ? h("table", {},
+    collections.length ? labelled(h("table", {},
       h("thead", {}, h("tr", {}, ["Name", "Store", "Model", "Groups", "Documents"].map((t) => h("th", {}, t)))),
       h("tbody", {}, collections.map((c) => h("tr", {},
         h("td", {}, h("a", { href: `#/collections/${c.id}` }, c.name)),
         h("td", {}, c.vector_provider), h("td", {}, c.model),
         h("td", {}, c.groups.length ? c.groups.join(", ") : h("span", { class: "muted" }, "everyone")),
-        h("td", {}, c.document_count)))))
+        h("td", {}, c.document_count))))))
       : empty("No collections yet. Create one above."));
 }
 
@@ -358,8 +358,10 @@ function jobView(base, panel, onFinished) {
 function itemRow(item) {
   const note = item.error ? h("td", { class: "error" }, `${item.error} (${item.error_code})`)
     : h("td", { class: "muted" }, item.reason || "");
+  note.dataset.label = "Note";
   return h("tr", { "data-document-id": item.document_id },
-    h("td", {}, item.document_name || item.document_id), h("td", {}, badge(item.stage)), h("td", {}, item.chunks ?? "–"), note);
+    h("td", { "data-label": "Document" }, item.document_name || item.document_id),
+    h("td", { "data-label": "Stage" }, badge(item.stage)), h("td", { "data-label": "Chunks" }, item.chunks ?? "–"), note);
 }
 
 function retryButton(base, job, panel, onFinished) {
@@ -396,7 +398,7 @@ function searchBench(base, id) {
   const form = h("form", { class: "card stack", "aria-labelledby": "bench-title" },
     h("h2", { id: "bench-title" }, "Search test bench"),
     h("div", { class: "row" },
-      field("Query", { name: "query", required: true }),
+      h("label", { class: "wide" }, "Query", h("input", { type: "text", name: "query", required: true })),
       field("Results", { name: "limit", type: "number", min: 1, max: 200, value: 5 }),
       field("Max distance (optional)", { name: "max_distance", type: "number", step: "0.01", min: 0 })),
     h("div", { class: "row" }, h("label", {}, "Mode", mode), weightLabel),

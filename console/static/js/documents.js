@@ -2,7 +2,7 @@
 // with a parse and chunk config editor.
 import * as api from "./api.js";
 import { h, replace, field, messageArea, showError, showOk, busy, badge, empty, bytes, pages, notice, listFrom, problemOf, plural,
-  errorLine } from "./ui.js";
+  errorLine, labelled } from "./ui.js";
 
 // The chunk config's strategies, their fields and defaults, as chonkit/document/chunking/config.py declares them
 // (a browser test compares the two); `null` saved means the default, fixed windows.
@@ -100,7 +100,7 @@ export async function documentsScreen(main, services) {
   function documentTable(page) {
     if (!page.items.length) return empty(search.value ? "No document matches that search." : "No documents yet. Upload some above.");
     return h("div", {},
-      h("table", {},
+      labelled(h("table", {},
         h("thead", {}, h("tr", {}, ["Name", "Type", "Pages", "Size", ""].map((t) => h("th", {}, t)))),
         h("tbody", {}, page.items.map((doc) => h("tr", {},
           h("td", {}, doc.name, doc.label ? h("span", { class: "muted" }, ` · ${doc.label}`) : null,
@@ -110,7 +110,7 @@ export async function documentsScreen(main, services) {
           h("td", {}, bytes(doc.size_bytes)),
           h("td", {}, h("div", { class: "row" },
             h("button", { type: "button", class: "secondary", "aria-label": `Preview ${doc.name}`, "data-preview": doc.id, onclick: () => open(doc) }, "Preview"),
-            h("button", { type: "button", class: "danger", "aria-label": `Delete ${doc.name}`, onclick: (e) => remove(e.currentTarget, doc) }, "Delete"))))))),
+            h("button", { type: "button", class: "danger", "aria-label": `Delete ${doc.name}`, onclick: (e) => remove(e.currentTarget, doc) }, "Delete")))))))),
       page.total > page.items.length ? h("p", { class: "muted" }, `Showing ${page.items.length} of ${page.total}.`) : null);
   }
 
@@ -324,8 +324,9 @@ const UPLOAD_HINT = `${UPLOAD_NAMES.slice(0, -1).join(", ")} and ${UPLOAD_NAMES.
 function uploader(base, refresh) {
   const accept = UPLOAD_TYPES.flatMap(([, extensions]) => extensions).join(",");
   const input = h("input", { type: "file", multiple: true, name: "files", id: "upload-files", accept });
+  // One control: the label, drawn as a button; the browser's own file control is hidden but still takes focus.
   const zone = h("div", { class: "drop" },
-    h("p", {}, "Drop files here, or "), h("label", { for: "upload-files" }, "choose files to upload"), input,
+    h("p", {}, "Drop files here, or "), input, h("label", { for: "upload-files", class: "pick" }, "choose files to upload"),
     h("p", { class: "muted" }, UPLOAD_HINT));
   const results = h("ul", { class: "plain", "aria-live": "polite" });
   const message = messageArea();

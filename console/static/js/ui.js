@@ -101,6 +101,15 @@ export async function busy(button, work) {
   try { return await work(); } finally { button.disabled = false; }
 }
 
+/** `table` with each body cell named by its column's heading (data-label), which phone widths show beside it. */
+export function labelled(table) {
+  const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent);
+  for (const row of table.querySelectorAll("tbody tr")) {
+    [...row.children].forEach((cell, i) => { if (names[i]) cell.dataset.label = names[i]; });
+  }
+  return table;
+}
+
 export function badge(text) { return h("span", { class: `badge ${text}` }, text); }
 
 export function empty(text) { return h("p", { class: "empty" }, text); }
