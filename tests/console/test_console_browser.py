@@ -119,6 +119,7 @@ def test_admin_builds_an_agent_and_only_its_group_gets_cited_answers(
     expect(page.locator(".chunk", has_text="thirty vacation days").first).to_be_visible()
     admin.shot("03-collection")
     README_SHOTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")  # the page's top: its documents, the job and what to add
     page.screenshot(path=README_SHOTS / "admin-collection.png")
 
     nav(page, "Agents")
@@ -154,6 +155,8 @@ def test_admin_builds_an_agent_and_only_its_group_gets_cited_answers(
     citation = answer.locator("details.citation").first
     citation.locator("summary").click()
     expect(citation.locator(".chunk")).to_contain_text("thirty vacation days")
+    # the extractive answer quotes the passage: what it quotes is highlighted there (#29 item 5)
+    expect(citation.locator("mark")).to_have_text("Every employee gets thirty vacation days per calendar year.")
     expect(citation.locator("summary")).to_contain_text("handbook.pdf")
     alice.shot("05-chat")
     page.screenshot(path=README_SHOTS / "user-chat.png")
@@ -709,6 +712,11 @@ def test_every_screen_fits_a_phone(platform: str, browser: Any) -> None:
         nav(page, link)
         assert phone.overflow() == 0, link
         phone.shot(f"{number}-phone-{link.lower()}")
+        if link == "Collections":  # the README's phone-width table: each value beside its column's name
+            README_SHOTS.mkdir(parents=True, exist_ok=True)
+            page.locator("section[aria-labelledby=all-collections]").screenshot(
+                path=README_SHOTS / "phone-collections.png"
+            )
     for route, heading, shot in [
         (f"#/collections/{collection['id']}", "Phone_docs", "20-phone-collection"),
         (f"#/agents/{agent['id']}", "Phone agent", "21-phone-agent"),

@@ -438,6 +438,7 @@ function citationView(c, download, quotes = []) {
 }
 
 const FOLD_AT = 400; // characters: a passage longer than this opens folded
+const QUOTED_AT_LEAST = 20; // characters: shorter words in common (a heading, a name) are no quote
 
 /** `text` with runs of white space as one space, and where each of its characters stands in `text`. */
 function flattened(text) {
@@ -456,11 +457,17 @@ function quoted(text, sentences) {
   const { flat, at } = flattened(text);
   const lower = flat.toLowerCase();
   const spans = [];
+  const find = (words) => {
+    const i = flat.indexOf(words);
+    return i >= 0 ? i : lower.indexOf(words.toLowerCase());
+  };
   for (const sentence of sentences) {
-    if (sentence.length < 12) continue;
-    let i = flat.indexOf(sentence);
-    if (i < 0) i = lower.indexOf(sentence.toLowerCase());
-    if (i >= 0) spans.push([at[i], at[i + sentence.length - 1] + 1]);
+    // the whole sentence, or else its parts after a label ("Vacation policy: Every employee gets …")
+    const whole = find(sentence);
+    const parts = whole >= 0 ? [[whole, sentence]] : sentence.split(/:\s+/).map((part) => [find(part), part]);
+    for (const [i, words] of parts) {
+      if (i >= 0 && words.length >= QUOTED_AT_LEAST) spans.push([at[i], at[i + words.length - 1] + 1]);
+    }
   }
   spans.sort((a, b) => a[0] - b[0]);
   const merged = [];
