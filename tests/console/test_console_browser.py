@@ -1230,4 +1230,6 @@ def test_the_layout_shows_one_upload_control_labelled_phone_tables_and_wide_fiel
     )
     assert labels == [[name, True] for name in ["Name", "Store", "Model", "Groups", "Documents"]], labels
     assert phone.overflow() == 0
+    page.goto(f"{platform}/#/agents/{agent['id']}")  # the agent's tables too
+    expect(page.locator("tr[data-version='1'] td").first).to_have_attribute("data-label", "Version")
     assert phone.close() == []

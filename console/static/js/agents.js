@@ -72,7 +72,7 @@ async function showVersions(base, agent, panel) {
   const newestFirst = [...versions].sort((a, b) => b.version - a.version);
   replace(panel, h("h2", { id: "versions-title" }, `Versions (${versions.length})`),
     h("p", { class: "muted" }, "Changing the LLM or its instructions makes a new version; earlier answers keep theirs."),
-    h("table", {},
+    labelled(h("table", {},
       h("thead", {}, h("tr", {}, ["Version", "LLM", "Temperature", "Saved by", "When", "System prompt"].map((t) => h("th", {}, t)))),
       h("tbody", {}, newestFirst.map((v) => h("tr", { "data-version": v.version },
         h("td", {}, `v${v.version} `, v.version === agent.current_version ? h("span", { class: "badge active" }, "current") : null),
@@ -80,7 +80,7 @@ async function showVersions(base, agent, panel) {
         h("td", {}, rounded(v.temperature)),
         h("td", {}, v.created_by),
         h("td", {}, new Date(v.created_at).toLocaleString()),
-        h("td", {}, h("details", {}, h("summary", {}, "Show"), h("div", { class: "chunk" }, v.system_prompt))))))));
+        h("td", {}, h("details", {}, h("summary", {}, "Show"), h("div", { class: "chunk" }, v.system_prompt)))))))));
 }
 
 // How each settings field is read from its input; only fields whose input changed are sent, so a value
@@ -228,7 +228,7 @@ function retrievalOf(c) {
 
 function renderAssignments(base, agent, panel, reload) {
   replace(panel, h("h2", { id: "assigned" }, "Collections this agent searches"),
-    agent.collections.length ? h("table", {},
+    agent.collections.length ? labelled(h("table", {},
       h("thead", {}, h("tr", {}, ["Collection", "Top k", "Max distance", "Search", "Instruction", ""].map((t) => h("th", {}, t)))),
       h("tbody", {}, agent.collections.map((c) => {
         const remove = h("button", { type: "button", class: "danger", "aria-label": `Remove ${c.name}` }, "Remove");
@@ -241,7 +241,7 @@ function renderAssignments(base, agent, panel, reload) {
         return h("tr", {}, h("td", {}, `${c.name} (${c.vector_provider})`), h("td", {}, c.top_k),
           h("td", {}, c.max_distance ?? "–"), h("td", {}, ...retrievalOf(c)), h("td", {}, c.instruction || ""),
           h("td", {}, remove));
-      })))
+      }))))
       : empty("No collections assigned: the agent will answer without sources."));
 }
 
@@ -265,12 +265,12 @@ function accessView(base, id) {
               ? h("strong", { class: "error" }, "This user can search nothing through this agent: "
                 + "every collection it searches is restricted to groups they are not in.")
               : h("strong", { class: "ok" }, "The agent is visible to this user.")),
-          answer.collections.length ? h("table", {},
+          answer.collections.length ? labelled(h("table", {},
             h("thead", {}, h("tr", {}, ["Collection", "Searchable", "Why"].map((t) => h("th", {}, t)))),
             h("tbody", {}, answer.collections.map((v) => h("tr", {},
               h("td", {}, `${v.collection} (${v.vector_provider})`),
               h("td", {}, v.searchable ? h("span", { class: "ok" }, "yes") : h("span", { class: "error" }, "no")),
-              h("td", {}, `${v.reason}: ${v.detail}`)))))
+              h("td", {}, `${v.reason}: ${v.detail}`))))))
             : empty("The agent has no collections."));
       } catch (error) {
         replace(results, errorLine(error));
