@@ -463,8 +463,8 @@ def _named_row(query: _Query, per_passage: Sequence[Analysed]) -> str | None:
     "Foo"): the row holding the most distinct cells the question spells, strictly more than any other row, and
     every number and name the question gives (in its cells or the table's header). A table's columns rarely share
     the question's words (a column "ttl" for "how long does it last"), so its row is found by what the question
-    names; it must still hold :data:`MIN_COVERAGE` of the question's weight with its header (dev split: a row named
-    by one common word held 0.12; the rows named rightly, 0.43 and more)."""
+    names; it must still hold the coverage in effect (:data:`CHECKED_MIN_COVERAGE` with the embedder) with its
+    header (dev split: a row named by one common word held 0.12; the rows named rightly, 0.25 and more)."""
     named: dict[str, int] = {}
     for analysis in per_passage:
         for section in analysis.sections:
@@ -493,7 +493,7 @@ def _windows(query: _Query, passages: Sequence[Passage], per_passage: Sequence[A
             by_name = sum(name.search(section.heading_words) is not None for name in query.names)
             for centre, terms in enumerate(scorer.held):
                 held = scorer.share(terms | scorer.titled)
-                if section.sentences[centre].text == row and held >= MIN_COVERAGE:
+                if section.sentences[centre].text == row:
                     rank = (len(query.names) + 1, 1.0, True, 1.0, -1, passage.score, -n)
                     found.append(_Window(rank, held, n, section, (centre,), True))
                 elif terms and section.sentences[centre].quotable:
@@ -618,7 +618,7 @@ def scored_answer(
     query = _query(question, passages, per_passage)
     if query is None:
         return Scored([NOTHING_MATCHES], 0.0)
-    answering = [w for w in _windows(query, passages, per_passage) if w.coverage >= least or w.looked_up]
+    answering = [w for w in _windows(query, passages, per_passage) if w.coverage >= least]
     best = max(answering, key=lambda w: w.rank, default=None)
     if best is None:
         return Scored([NOTHING_MATCHES], 0.0)

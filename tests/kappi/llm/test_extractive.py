@@ -262,3 +262,18 @@ def test_a_list_items_number_is_quoted_with_the_item_not_as_a_sentence_of_its_ow
     text += "variables. 2. Packing rows over binary variables."
     pieces = extract_answer("For which classes of rows is the solver fast?", [passage(1, text)])
     assert pieces[0].endswith("following classes: Covering rows over binary variables.")
+
+
+async def test_with_an_embedder_a_looked_up_row_answers_down_to_the_checked_coverage() -> None:
+    """Regression (#27): the lookup required the unchecked floor (0.35) even when the embedder was on, so a row the
+    question named, asked in words no column shares (coverage 0.25), was declined."""
+    passages = [passage(1, RELEASES, name="releases.csv")]
+    question = "When does maintenance for Birch stop?"
+    assert (
+        CHECKED_MIN_COVERAGE
+        < scored_answer(question, passages, CHECKED_MIN_COVERAGE, max_passages=3, max_sentence_chars=600).coverage
+        < 0.35
+    )
+    pieces = await checked_answer(question, passages, fake_embed(0.0))
+    assert pieces == ["release: 3.2; name: Birch; shipped: 2020-05-11; support_until: 2023-05-11", " [1]"]
+    assert extract_answer(question, passages) == [NOTHING_MATCHES]  # without the embedder, the unchecked floor
