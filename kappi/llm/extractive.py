@@ -21,10 +21,10 @@ statistic: "default" weighs little, "queue_depth" much, and a term no passage ho
   fact is not) from answers better than either alone.
 - The quote is the window's sentences that add weight, then what the question's type asks for: the sentence after
   one that announces rather than answers (it ends in ":" or "?", or has fewer than :data:`LEAD_IN_NEW_WORDS` words
-  of its own), and, for a quantity, the section's sentence that states one. Whole sentences only (not a fragment a
-  chunk boundary cut, not code unless a lead-in announces it; a sentence goes on past "U.S." before a lowercase
-  word), in the passage's words, its heading first when that holds a key term, cited by every passage holding
-  them; no lead-in line, no other bullets.
+  of its own) or that the next one points back to ("It works by …"), and, for a quantity, the section's sentence
+  that states one. Whole sentences only (not a fragment a chunk boundary cut, not code unless a lead-in announces
+  it; a sentence goes on past "U.S." before a lowercase word), in the passage's words, its heading first when that
+  holds a key term, cited by every passage holding them; no lead-in line, no other bullets.
 - Layout is read, not guessed per document: a line of its own that ends no sentence is a heading (a PDF's text has
   few blank lines), a number alone on a line is a page's, a one-word heading ("Note") names a part of the subject
   above it, a table's rows are statements under the row that names its columns, a command's options are lines.
@@ -242,6 +242,8 @@ def _sentences(paragraph: str, *, announced: bool = False) -> list[Sentence]:
     return out
 
 
+_REFERS_BACK = re.compile(r"(?:This|These|That|Those|It|They|Such)\b")
+"""A sentence opening with a word that points at the one before continues it: the window takes it along."""
 _ENUMERATOR = re.compile(r"(?:^|(?<=:))\s*\(?(?:\d{1,3}|[a-zA-Z]|[ivx]{1,4})[.)]\s*$")
 """A list item's number ("1.", "b)") ending a piece: alone, or after the lead-in that announces the list."""
 
@@ -432,7 +434,12 @@ class _Scorer:
         that adds the most of the question's weight (one stating a quantity first, when one is asked for)."""
         sentences = self.section.sentences
         last = chosen[-1]
-        if last + 1 < len(sentences) and sentences[last + 1].quotable and self._announces(sentences[last]):
+        following = sentences[last + 1] if last + 1 < len(sentences) else None
+        if (
+            following is not None
+            and following.quotable
+            and (self._announces(sentences[last]) or _REFERS_BACK.match(following.text))
+        ):
             last += 1
             chosen = [*chosen, last]
             covered = covered | self.held[last]

@@ -277,3 +277,17 @@ async def test_with_an_embedder_a_looked_up_row_answers_down_to_the_checked_cove
     pieces = await checked_answer(question, passages, fake_embed(0.0))
     assert pieces == ["release: 3.2; name: Birch; shipped: 2020-05-11; support_until: 2023-05-11", " [1]"]
     assert extract_answer(question, passages) == [NOTHING_MATCHES]  # without the embedder, the unchecked floor
+
+
+def test_a_sentence_that_points_back_is_quoted_with_the_one_it_continues() -> None:
+    """Regression (#27): the quote stopped at "… checks that the output is valid." and left out the next
+    sentence, "It works by …", which says how (it holds none of the question's words of its own)."""
+    text = (
+        "When run with --strict, the linter checks that the output is valid. It works by parsing the "
+        "output again with the reference parser. Other modes skip it."
+    )
+    pieces = extract_answer("What does the linter check when run with --strict?", [passage(1, text)])
+    assert pieces[0] == (
+        "When run with --strict, the linter checks that the output is valid. It works by parsing the "
+        "output again with the reference parser."
+    )
