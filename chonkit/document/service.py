@@ -34,7 +34,7 @@ from chonkit.document.models import (
     Problem,
     UploadResult,
 )
-from chonkit.document.parsed import ParsedDocument
+from chonkit.document.parsed import Block, ParsedDocument, Section
 from chonkit.document.parsing import DocumentType, ParseConfig, sniff, validate_parse_config
 from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
@@ -238,11 +238,12 @@ class DocumentService:
         return config
 
     async def preview_parse(self, document_id: UUID, request: ParsePreviewRequest) -> ParsePreview:
-        document, parsed = await self._parsed(document_id, request.parse)
+        config = request.parse or (await self.get_config(document_id)).parse
+        document, parsed = await self._parsed(document_id, config)
         blocks = parsed.blocks
         shown = 0
         sections = []
-        for section in parsed.sections:
+        for section in parsed.sections if config.sections else _by_heading(blocks):
             room = max(PREVIEW_LIMIT - shown, 0)
             preview_blocks = [
                 PreviewBlock(
@@ -312,6 +313,28 @@ class DocumentService:
 
 def _doc_type(document: Document) -> DocumentType:
     return DocumentType(document.doc_type)
+
+
+def _by_heading(blocks: tuple[Block, ...]) -> list[Section]:
+    """The document as its reader sees it: a section per heading, named by it, with its pages (what comes before
+    the first heading is untitled). For the preview only: the parser's sections are what chunks may not cross, and
+    the fixed strategy joins a short section to the next one, so a page's headings must not become them."""
+    groups: list[list[Block]] = []
+    for block in blocks:
+        if block.kind == "heading" or not groups:
+            groups.append([])
+        groups[-1].append(block)
+    return [_titled(group) for group in groups]
+
+
+def _titled(blocks: list[Block]) -> Section:
+    pages = [b.page for b in blocks if b.page is not None]
+    return Section(
+        blocks=tuple(blocks),
+        title=blocks[0].text if blocks[0].kind == "heading" else None,
+        page_start=min(pages, default=None),
+        page_end=max(pages, default=None),
+    )
 
 
 def _preview_chunk(c: Chunk, oversized: bool) -> PreviewChunk:

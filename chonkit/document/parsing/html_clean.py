@@ -15,7 +15,8 @@ generator's class names:
   and sidebars are asides in a section);
 - a section's permalink marker (a link to ``#...`` whose text has no letter or digit, like Sphinx's ``¶``);
 - any other block made mostly of links (:data:`LINK_DENSITY`): tables of contents and prev/next bars, whatever
-  they are called. A page that is nothing but links (an index page) keeps them all.
+  they are called. A page that is nothing but links (an index page) keeps them all. The links in a heading that
+  has words of its own are its words (:data:`_HEADINGS`).
 
 Headings, tables, code and figures are never left out for their links; they go only inside a block that does.
 """
@@ -49,6 +50,10 @@ _LINK_BLOCKS = frozenset({"div", "section", "aside", "header", "footer", "ul", "
 table, code or figure (a table of links is still a table)."""
 _CODE = frozenset({"code", "pre", "kbd", "samp", "tt"})
 """A link inside code is a cross-referenced name in an expression, counted as the code's words, not a link."""
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+"""A heading with words of its own outside links names what follows (``fn parse(self, tokens: TokenStream)``,
+``Trait syn::parse::Parser``): its links cross-reference the name's parts and count as its words, so the block
+holding it and a "source" link is not navigation. A heading made only of links is a table of contents' entry."""
 
 
 def readable(tree: LexborHTMLParser) -> tuple[LexborNode | None, list[LexborNode]]:
@@ -119,6 +124,8 @@ class _LeftOut:
         tag = frame.element.tag or ""
         self._in_link -= frame.link
         self._in_code -= tag in _CODE
+        if tag in _HEADINGS and frame.link_words < frame.words:
+            frame.link_words = frame.links = 0
         if tag in _LINK_BLOCKS and frame.links >= 2 and frame.link_words > LINK_DENSITY * frame.words:
             self._by_links.append(frame.element)
             self._dropped_words += frame.words
