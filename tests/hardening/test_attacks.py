@@ -149,10 +149,13 @@ GROUP_VARIANTS = [
 ]
 
 
-@every_llm
 async def test_group_name_variants_do_not_match(
     kappi: httpx.AsyncClient, world: World, settings: Settings, llm: str, llm_calls: list[LlmCall]
 ) -> None:
+    """Extractive only: which passages a variant's asker is given is decided before any LLM is chosen, and a
+    non-member's answer by the embedded model, given only the public passage, is
+    ``test_an_agent_holding_the_collection_answers_a_non_member_without_it[query-local]`` (fourteen more answers
+    of the model here cost ten seconds and proved nothing more)."""
     for variant in GROUP_VARIANTS:
         response = await ask_query(kappi, as_user(settings, "mallory", variant), world.agent["id"])
         assert response.status_code == 200, (variant, response.text)

@@ -100,12 +100,21 @@ def test_soak_has_no_errors(result: dict[str, Any]) -> None:
     assert result["server"]["clean_shutdown"]
 
 
+INSPECTED_OPERATIONS = ("chat_create", "chat_stream", "query", "chat_history", "chat_list", "agents_list", "probe")
+"""A user's operations whose every success has had at least one response read for leaks (``chat_abandon`` may leave
+before its first event: it need not have)."""
+
+
 def test_soak_leaks_nothing_outside_the_users_groups(result: dict[str, Any]) -> None:
+    """Zero leaks, and the checks that found them ran as often as the operations done require: a fixed floor
+    (``> 100``) failed a loaded run of the model's soak that did fewer operations (96 citations checked)."""
     leaks = result["leaks"]
     assert leaks["total"] == 0, (leaks["by_kind"], leaks["samples"])
-    checks = result["checks"]
-    assert checks["citations_checked"] > 100
-    assert checks["user_responses_checked"] > 100
+    checks, done = result["checks"], {op: result["operations"][op]["count"] for op in OPERATIONS}
+    # Every answer that cites had at least one of its passages checked.
+    assert checks.get("answers_citing", 0) >= 1, (checks, done)
+    assert checks["citations_checked"] >= checks["answers_citing"], (checks, done)
+    assert checks["user_responses_checked"] >= sum(done[op] for op in INSPECTED_OPERATIONS), (checks, done)
     assert sum(v for k, v in checks.items() if k.startswith("probes_")) >= 3
 
 
