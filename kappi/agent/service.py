@@ -4,10 +4,10 @@ records, and an explanation of who can search what."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import msgspec
@@ -18,7 +18,7 @@ from common.errors import InvalidInput, NotFound
 from common.groups import check_groups
 from common.vectors.base import DEFAULT_DENSE_WEIGHT
 from kappi.access.identities import IdentityReader
-from kappi.access.policy import agent_visible, searches_nothing
+from kappi.access.policy import Verdict, agent_visible, searches_nothing
 from kappi.agent.models import (
     VERSIONED_FIELDS,
     AccessExplanation,
@@ -36,7 +36,6 @@ from kappi.agent.models import (
 from kappi.agent.repository import AgentRepository
 from kappi.llm.prompt import validate_context_template
 from kappi.llm.registry import LlmRegistry
-from kappi.retrieval.service import Retriever
 
 ModelCheck = Callable[[str, str], None]
 """Raises ``InvalidInput`` for an unknown LLM provider or model."""
@@ -77,6 +76,15 @@ def _no_rerankers(provider: str, model: str | None) -> str:
     return RerankerRegistry([]).resolve(provider, model)
 
 
+class CollectionVerdicts(Protocol):
+    """What the access explanation asks of retrieval (:class:`kappi.retrieval.service.Retriever`): the verdict it
+    would reach for each assigned collection. A protocol, because retrieval reads this package's models."""
+
+    async def verdicts(
+        self, assignments: Sequence[Assignment], user_groups: frozenset[str]
+    ) -> Sequence[tuple[Verdict, object]]: ...
+
+
 class AgentService:
     """Each method runs in one transaction of its own; after a write commits, ``changed`` tells this process's
     agent cache, so its next stateless question sees the agent as it is."""
@@ -85,7 +93,7 @@ class AgentService:
         self,
         db: Database,
         identities: IdentityReader,
-        retriever: Retriever,
+        retriever: CollectionVerdicts,
         check_model: ModelCheck,
         authenticator: Authenticator,
         *,
