@@ -353,6 +353,9 @@ class Asked:
     with ``cited``: whether the answer cites it."""
     total_ms: float | None = None
     ttft_ms: float | None = None
+    """Streamed: until the first ``token`` event, the answer's first checked sentence."""
+    first_text_ms: float | None = None
+    """Streamed: until the first answer text the reader saw (a ``preliminary`` quote, or the first ``token``)."""
     tokens_per_s: float | None = None
     output_tokens: int | None = None
     prompt_tokens: int | None = None
@@ -373,6 +376,8 @@ class Streamed:
     prompt_tokens: int | None
     sources: list[dict[str, Any]]
     done: dict[str, Any]
+    first_text_ms: float | None = None
+    """Until the first text of any answer: a ``preliminary`` event's, or else the first ``token``'s."""
 
     @property
     def called_model(self) -> bool:
@@ -411,10 +416,12 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]
 
 
 async def ask_streamed(user: httpx.AsyncClient, agent_id: str, question: str) -> Streamed:
-    """A new chat, the question through ``/messages/stream``; times from the request to the first token."""
+    """A new chat, the question through ``/messages/stream``; times from the request to the first text (a
+    ``preliminary`` answer or a token) and to the first token."""
     chat = (await user.post("/kappi/chats", json={"agent_id": agent_id})).raise_for_status().json()
     started = time.perf_counter()
     first: float | None = None
+    first_text: float | None = None
     text, sources, done = [], [], {}
     async with user.stream("POST", f"/kappi/chats/{chat['id']}/messages/stream", json={"content": question}) as r:
         r.raise_for_status()
@@ -422,7 +429,10 @@ async def ask_streamed(user: httpx.AsyncClient, agent_id: str, question: str) ->
             body = json.loads(data)
             if event == "token":
                 first = first or time.perf_counter()
+                first_text = first_text or first
                 text.append(body["text"])
+            elif event == "preliminary" and body.get("text"):
+                first_text = first_text or time.perf_counter()
             elif event == "sources":
                 sources = body["citations"]
             elif event == "done":
@@ -439,6 +449,7 @@ async def ask_streamed(user: httpx.AsyncClient, agent_id: str, question: str) ->
         prompt_tokens=usage.get("input_tokens"),
         sources=sources,
         done=done,
+        first_text_ms=None if first_text is None else round((first_text - started) * 1000, 1),
     )
 
 
@@ -702,7 +713,7 @@ async def run_provider(
             if failure:
                 asked.extra["stream_error"] = failure
             if stream is not None:
-                asked.ttft_ms = stream.ttft_ms
+                asked.ttft_ms, asked.first_text_ms = stream.ttft_ms, stream.first_text_ms
                 if llama is not None and stream.called_model:
                     messages = ragu_messages(agent, stream.sources, question.question)
                     try:
@@ -811,6 +822,7 @@ def summarise(
         "latency_ms_p50": p50(latencies),
         "latency_ms_p95": p95(latencies),
         "ttft_ms_p50": p50([a.ttft_ms for a in answered if a.ttft_ms is not None]),
+        "first_text_ms_p50": p50([a.first_text_ms for a in answered if a.first_text_ms is not None]),
         "tokens_per_s_p50": p50([a.tokens_per_s for a in answered if a.tokens_per_s is not None]),
         "prompt_tokens_p50": p50([a.prompt_tokens for a in answered if a.prompt_tokens is not None]),
         "streamed": sum(a.ttft_ms is not None for a in answered),
@@ -834,7 +846,16 @@ def _ratio_p50(pairs: Sequence[tuple[float, float]]) -> float | None:
     return round(statistics.median(ratios), 3) if ratios else None
 
 
-_RECORDED = ("ttft_ms", "tokens_per_s", "output_tokens", "prompt_tokens", "raw_ttft_ms", "raw_prompt_tokens", "error")
+_RECORDED = (
+    "ttft_ms",
+    "first_text_ms",
+    "tokens_per_s",
+    "output_tokens",
+    "prompt_tokens",
+    "raw_ttft_ms",
+    "raw_prompt_tokens",
+    "error",
+)
 
 
 def record(provider: str, split: str, question: Question, asked: Asked, scored: Scored) -> dict[str, Any]:
@@ -928,7 +949,14 @@ def _provider_rows(label: str, result: Mapping[str, Any], *, bars: bool, held: b
                 higher_is_better=False,
             )
         )
-    for metric in ("citations_per_answer", "latency_ms_p50", "latency_ms_p95", "ttft_ms_p50", "tokens_per_s_p50"):
+    for metric in (
+        "citations_per_answer",
+        "latency_ms_p50",
+        "latency_ms_p95",
+        "first_text_ms_p50",
+        "ttft_ms_p50",
+        "tokens_per_s_p50",
+    ):
         if result.get(metric) is not None:
             rows.append(SummaryRow(metric=f"{label} {metric}", value=result[metric], target=None))
     kinds = {k: v["facts_right"] for k, v in (result.get("kinds") or {}).items() if v.get("facts_right") is not None}
@@ -966,6 +994,8 @@ _COLUMNS = (
     "citations_per_answer",
     "latency_ms_p50",
     "latency_ms_p95",
+    "first_text_ms_p50",
+    "ttft_ms_p50",
 )
 
 
@@ -998,7 +1028,14 @@ def _cell(value: object, column: str = "") -> str:
     return f"{value:.2f}" if isinstance(value, float) and column == "citations_per_answer" else f"{value}"
 
 
-_NUMBERS = {"wrong_but_cited", "citations_per_answer", "latency_ms_p50", "latency_ms_p95"}
+_NUMBERS = {
+    "wrong_but_cited",
+    "citations_per_answer",
+    "latency_ms_p50",
+    "latency_ms_p95",
+    "first_text_ms_p50",
+    "ttft_ms_p50",
+}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1009,6 +1046,9 @@ _NUMBERS = {"wrong_but_cited", "citations_per_answer", "latency_ms_p50", "latenc
 class Options:
     quick: bool = False
     split: str = "all"
+    sample: tuple[int, int] | None = None
+    """(answerable, unanswerable) questions per split, spread over its files: a run short enough to tune on, with
+    the recommended model (``--quick`` takes fewer and the small model)."""
     providers: tuple[str, ...] = ("extractive", "local", "naive")
     llama_url: str | None = None
     local_model: str | None = None
@@ -1057,6 +1097,8 @@ def prepare(options: Options, corpus: Corpus | None = None) -> Prepared:
     questions = [q for q in corpus.questions if q.split in options.splits]
     if options.quick:
         questions = quick_questions(questions, **QUICK_QUESTIONS)
+    elif options.sample is not None:
+        questions = quick_questions(questions, answerable=options.sample[0], unanswerable=options.sample[1])
     by_split = {
         split: [f for f in fetched if f.document.split == split and f.document.name in texts]
         for split in options.splits
@@ -1139,6 +1181,7 @@ async def measure(options: Options) -> dict[str, Any]:
             "top_k": TOP_K,
             "naive_top_k": NAIVE_TOP_K,
             "streamed": STREAMED_QUESTIONS[size],
+            "sample": None if options.sample is None else list(options.sample),
             "temperature": options.temperature,
         },
         "ingest_seconds": ingest_seconds,
@@ -1264,6 +1307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--split", choices=(*SPLITS, "all"), default="all", help="which split's questions to ask")
     parser.add_argument("--quick", action="store_true", help="a few questions per split, the small model")
+    parser.add_argument(
+        "--sample", type=int, nargs=2, metavar=("ANSWERABLE", "UNANSWERABLE"), help="this many questions per split"
+    )
     parser.add_argument("--providers", nargs="+", default=list(Options.providers), help="extractive local naive")
     parser.add_argument("--llama-url", help="a llama.cpp server for the naive peer and the raw comparison")
     parser.add_argument("--local-model", help="the model name to send that server")
@@ -1280,6 +1326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = Options(
         quick=args.quick,
         split=args.split,
+        sample=None if args.sample is None else (args.sample[0], args.sample[1]),
         providers=tuple(args.providers),
         llama_url=args.llama_url,
         local_model=args.local_model,
