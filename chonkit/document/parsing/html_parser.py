@@ -106,16 +106,27 @@ class _HtmlBlocks:
         if tag == "br":
             self._text.append(_LINE_BREAK if self._container in (None, "pre") else " ")
             return False
-        kind = _CONTAINERS.get(tag)
         if self._container is None:
-            if kind is not None:
-                self._flush_paragraph()
-                self._container, self._container_tag, self._depth = kind, tag, 1
-                self._item_indent = self._link_chars = 0
-            elif tag in _BLOCK_TAGS:
-                self._flush_paragraph()
-                self._open_terms(tag)
-        elif self._container == "term" and _is_link(tag, node):
+            self._enter_outside(tag)
+        else:
+            self._enter_inside(tag, node)
+        return True
+
+    def _enter_outside(self, tag: str) -> None:
+        """A start between containers: a container opens, or a block ends the paragraph before it."""
+        kind = _CONTAINERS.get(tag)
+        if kind is not None:
+            self._flush_paragraph()
+            self._container, self._container_tag, self._depth = kind, tag, 1
+            self._item_indent = self._link_chars = 0
+        elif tag in _BLOCK_TAGS:
+            self._flush_paragraph()
+            self._open_terms(tag)
+
+    def _enter_inside(self, tag: str, node: LexborNode) -> None:
+        """A start inside the open container: a nested one of its kind, a list item, a link in a term."""
+        kind = _CONTAINERS.get(tag)
+        if self._container == "term" and _is_link(tag, node):
             self._link_parts = len(self._text)
         elif kind == self._container:
             self._depth += 1
@@ -126,7 +137,6 @@ class _HtmlBlocks:
             self._item_indent = self._depth - 1
         elif tag in _BLOCK_TAGS or tag in ("td", "th"):
             self._text.append(" ")
-        return True
 
     def _exit(self, node: LexborNode) -> None:
         tag = node.tag or ""
@@ -138,14 +148,8 @@ class _HtmlBlocks:
             return
         if self._container == "term" and _is_link(tag, node):
             self._link_chars += _visible_chars(self._text[self._link_parts :])
-        kind = _CONTAINERS.get(tag)
-        if kind == self._container:
-            self._depth -= 1
-            if self._depth == 0:
-                self._end_container()
-            elif kind == "list":
-                self._end_item()
-                self._item_indent = self._depth - 1
+        if _CONTAINERS.get(tag) == self._container:
+            self._close_nested(tag)
         elif self._container == "table" and self._depth == 1 and tag in ("td", "th"):
             self._cells.append(_collapse(self._take_text()))
         elif self._container == "table" and self._depth == 1 and tag == "tr":
@@ -154,6 +158,15 @@ class _HtmlBlocks:
             self._end_item()
         elif tag in _BLOCK_TAGS:
             self._text.append(" ")
+
+    def _close_nested(self, tag: str) -> None:
+        """An element of the open container's kind ends: the container itself, or one nested in it."""
+        self._depth -= 1
+        if self._depth == 0:
+            self._end_container()
+        elif _CONTAINERS.get(tag) == "list":
+            self._end_item()
+            self._item_indent = self._depth - 1
 
     def _end_container(self) -> None:
         container, self._container = self._container, None

@@ -61,36 +61,51 @@ def parse_image(
                     raise InvalidInput(
                         f"The image has {frame_count} pages; at most {MAX_FRAMES} are read.", code="image_too_large"
                     )
-                wanted = {
-                    number: (pages.start, pages.end)
-                    for pages in page_groups(config, frame_count)
-                    for number in range(pages.start, pages.end + 1)
-                }
-                if recognise and config.ocr != "off":
-                    ocr.check_ocr_pages(len(wanted))
-                recognised: list[int] = []
-                section: tuple[int, int] | None = None
-                for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
-                    if number not in wanted:
-                        continue
-                    if section is not None and wanted[number] != section:
-                        builder.end_section(page_start=section[0], page_end=section[1])
-                    section = wanted[number]
-                    ocr.stop_if_asked(stop, page=number)
-                    ocr.check_pixels(*frame.size, page=number)
-                    pixels = np.asarray(frame.convert("RGB"), dtype=np.uint8)  # decodes: corrupt data fails here
-                    if config.ocr == "off":
-                        continue
-                    recognised.append(number)
-                    if recognise and not ocr.is_blank(pixels):
-                        builder.add(ocr.recognise(pixels), "page", page=number, ocr=True)
-                if section is not None:
-                    builder.end_section(page_start=section[0], page_end=section[1])
+                recognised = _read_frames(image, frame_count, config, builder, recognise=recognise, stop=stop)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise InvalidInput(f"The image is too large to read: {exc}", code="image_too_large") from exc
     except _DECODE_ERRORS as exc:
         raise InvalidInput(f"The image could not be read: {exc}.", code="document_corrupt") from exc
-    return frame_count, tuple(recognised)
+    return frame_count, recognised
+
+
+def _read_frames(
+    image: Image.Image,
+    frame_count: int,
+    config: ParseConfig,
+    builder: BlockBuilder,
+    *,
+    recognise: bool,
+    stop: ocr.StopCheck | None,
+) -> tuple[int, ...]:
+    """Decode each wanted frame (and recognise it, unless OCR is off) into its configured section; the frames
+    OCR read."""
+    wanted = {
+        number: (pages.start, pages.end)
+        for pages in page_groups(config, frame_count)
+        for number in range(pages.start, pages.end + 1)
+    }
+    if recognise and config.ocr != "off":
+        ocr.check_ocr_pages(len(wanted))
+    recognised: list[int] = []
+    section: tuple[int, int] | None = None
+    for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+        if number not in wanted:
+            continue
+        if section is not None and wanted[number] != section:
+            builder.end_section(page_start=section[0], page_end=section[1])
+        section = wanted[number]
+        ocr.stop_if_asked(stop, page=number)
+        ocr.check_pixels(*frame.size, page=number)
+        pixels = np.asarray(frame.convert("RGB"), dtype=np.uint8)  # decodes: corrupt data fails here
+        if config.ocr == "off":
+            continue
+        recognised.append(number)
+        if recognise and not ocr.is_blank(pixels):
+            builder.add(ocr.recognise(pixels), "page", page=number, ocr=True)
+    if section is not None:
+        builder.end_section(page_start=section[0], page_end=section[1])
+    return tuple(recognised)
 
 
 _PIL_FORMATS = {DocumentType.PNG: "PNG", DocumentType.JPEG: "JPEG", DocumentType.TIFF: "TIFF"}

@@ -131,16 +131,20 @@ def _add_markdown(source: str, builder: BlockBuilder, *, depth: int) -> None:
             pass  # its title and body follow as blocks of their own
         elif token.nesting == 1:
             end = _closing_index(tokens, index)
-            inner = tokens[index + 1 : end]
-            if token.type in _LIST_OPEN and token.map is not None:
-                builder.add("\n".join(_plain(line) for line in lines[token.map[0] : token.map[1]]), "list")
-            elif token.type == "table_open":
-                builder.add(_table_text(inner), "table")
-            else:  # blockquote: its text, quote markers dropped
-                text = (_plain(t.content) if t.type == "inline" else t.content for t in inner if t.type in _TEXT_TOKENS)
-                builder.add("\n".join(text), "paragraph")
+            _add_container(token, tokens[index + 1 : end], lines, builder)
             index = end
         index += 1
+
+
+def _add_container(token: Token, inner: list[Token], lines: list[str], builder: BlockBuilder) -> None:
+    """A top-level list, table or blockquote as one block."""
+    if token.type in _LIST_OPEN and token.map is not None:
+        builder.add("\n".join(_plain(line) for line in lines[token.map[0] : token.map[1]]), "list")
+    elif token.type == "table_open":
+        builder.add(_table_text(inner), "table")
+    else:  # blockquote: its text, quote markers dropped
+        text = (_plain(t.content) if t.type == "inline" else t.content for t in inner if t.type in _TEXT_TOKENS)
+        builder.add("\n".join(text), "paragraph")
 
 
 def _closing_index(tokens: list[Token], open_index: int) -> int:

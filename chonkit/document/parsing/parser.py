@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chonkit.document.parsed import ParsedDocument
 from chonkit.document.parsing.blocks import BlockBuilder
 from chonkit.document.parsing.config import ParseConfig
@@ -48,26 +50,26 @@ def parse(
     builder = BlockBuilder(config.validate().compile_line_filters())
     page_count = None
     ocr_pages: tuple[int, ...] = ()
-    match doc_type:
-        case DocumentType.PDF:
-            page_count, ocr_pages = parse_pdf(data, config, builder, recognise=recognise, stop=stop)
-        case DocumentType.PNG | DocumentType.JPEG | DocumentType.TIFF:
-            page_count, ocr_pages = parse_image(data, doc_type, config, builder, recognise=recognise, stop=stop)
-        case DocumentType.DOCX:
-            parse_docx(data, builder)
-        case DocumentType.MARKDOWN:
-            parse_markdown(data, builder)
-        case DocumentType.HTML:
-            parse_html(data, builder)
-        case DocumentType.TEXT:
-            parse_text(data, builder)
-        case DocumentType.CSV:
-            parse_csv(data, builder)
-        case DocumentType.JSON:
-            parse_json(data, builder)
+    if doc_type is DocumentType.PDF:
+        page_count, ocr_pages = parse_pdf(data, config, builder, recognise=recognise, stop=stop)
+    elif doc_type.is_image:
+        page_count, ocr_pages = parse_image(data, doc_type, config, builder, recognise=recognise, stop=stop)
+    else:
+        _PAGELESS_PARSERS[doc_type](data, builder)
     if not builder.has_blocks and (recognise or not ocr_pages):
         raise _no_text(doc_type, config, filtered=builder.saw_text, recognised=bool(ocr_pages))
     return builder.build(media_type=doc_type.media_type, page_count=page_count, ocr_pages=ocr_pages)
+
+
+_PAGELESS_PARSERS: dict[DocumentType, Callable[[bytes, BlockBuilder], None]] = {
+    DocumentType.DOCX: parse_docx,
+    DocumentType.MARKDOWN: parse_markdown,
+    DocumentType.HTML: parse_html,
+    DocumentType.TEXT: parse_text,
+    DocumentType.CSV: parse_csv,
+    DocumentType.JSON: parse_json,
+}
+"""The formats without pages: page ranges, sections and OCR do not apply to them."""
 
 
 def _no_text(doc_type: DocumentType, config: ParseConfig, *, filtered: bool, recognised: bool) -> InvalidInput:

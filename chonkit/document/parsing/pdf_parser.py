@@ -87,20 +87,34 @@ def _parse_pages(
             texts = strip_furniture(texts)
             if recognise:
                 ocr.check_ocr_pages(len(recognised))
-            outline = _outline(document)
-            for pages in groups:
-                for number in range(pages.start, pages.end + 1):
-                    if number in texts:
-                        _add_page(builder, texts.pop(number), number, outline.get(number, ()))
-                    elif recognise:
-                        ocr.stop_if_asked(stop, page=number)
-                        image = ocr.page_image(document.load_page(number - 1))  # type: ignore[no-untyped-call]
-                        if not ocr.is_blank(image):
-                            builder.add(ocr.recognise(image), "page", page=number, ocr=True)
-                builder.end_section(page_start=pages.start, page_end=pages.end)
+            _add_pages(document, groups, texts, builder, recognise=recognise, stop=stop)
         except _MUPDF_ERRORS as exc:
             raise _corrupt(str(exc)) from exc
     return page_count, recognised
+
+
+def _add_pages(
+    document: pymupdf.Document,
+    groups: list[PageRange],
+    texts: dict[int, str],
+    builder: BlockBuilder,
+    *,
+    recognise: bool,
+    stop: ocr.StopCheck | None,
+) -> None:
+    """The second pass: each page's text layer, or its OCR text when it has none (and ``recognise``), in order,
+    one section per configured page range."""
+    outline = _outline(document)
+    for pages in groups:
+        for number in range(pages.start, pages.end + 1):
+            if number in texts:
+                _add_page(builder, texts.pop(number), number, outline.get(number, ()))
+            elif recognise:
+                ocr.stop_if_asked(stop, page=number)
+                image = ocr.page_image(document.load_page(number - 1))  # type: ignore[no-untyped-call]
+                if not ocr.is_blank(image):
+                    builder.add(ocr.recognise(image), "page", page=number, ocr=True)
+        builder.end_section(page_start=pages.start, page_end=pages.end)
 
 
 def _text_layers(
