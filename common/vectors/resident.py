@@ -284,8 +284,22 @@ class ResidentVectors:
         """The copies answer what they can: HNSW searches of questions arriving together (within
         :data:`BUSY_WITHIN`) in one batch (:class:`_Batch`), others at once. The rest, including a search whose
         copy was dropped before its batch ran, goes to the store in one call."""
-        units: dict[int, npt.NDArray[np.float32] | None] = {}  # an agent's searches share their query vector
         results: list[SearchResult | None] = [None] * len(searches)
+        hybrid = await self._dense_from_copies(searches, results)
+        if hybrid:
+            await self._hybrid(searches, hybrid, results)
+        rest = [n for n, result in enumerate(results) if result is None]
+        if rest:
+            for n, result in zip(rest, await self._store.search_many([searches[n] for n in rest]), strict=True):
+                results[n] = result
+        return [r if r is not None else [] for r in results]
+
+    async def _dense_from_copies(
+        self, searches: Sequence[Search], results: list[SearchResult | None]
+    ) -> list[tuple[int, _Copy]]:
+        """Answer in ``results`` the dense searches whose collection is in memory; the hybrid ones, with their
+        copy, are returned for :meth:`_hybrid`."""
+        units: dict[int, npt.NDArray[np.float32] | None] = {}  # an agent's searches share their query vector
         waiting: list[asyncio.Future[SearchResult | None]] = []
         positions: list[int] = []
         now = time.monotonic()
@@ -312,13 +326,7 @@ class ResidentVectors:
                 results[n] = copy.answer(search, planned)
         for n, answer in zip(positions, waiting, strict=True):
             results[n] = await answer  # one batch answers them all: only the first await suspends
-        if hybrid:
-            await self._hybrid(searches, hybrid, results)
-        rest = [n for n, result in enumerate(results) if result is None]
-        if rest:
-            for n, result in zip(rest, await self._store.search_many([searches[n] for n in rest]), strict=True):
-                results[n] = result
-        return [r if r is not None else [] for r in results]
+        return hybrid
 
     async def _hybrid(
         self, searches: Sequence[Search], planned: Sequence[tuple[int, _Copy]], results: list[SearchResult | None]
