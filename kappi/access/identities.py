@@ -15,6 +15,7 @@ is decided by the identity alone, so a cached entry there could show a revoked a
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -25,6 +26,8 @@ import schemas
 from common.errors import AppError
 from common.vectors.registry import VectorRegistry
 from schemas.models import Identity
+
+log = logging.getLogger(__name__)
 
 Problem = Literal["provider_unavailable", "identity_missing", "identity_invalid", "provider_mismatch"]
 
@@ -101,6 +104,7 @@ class IdentityReader:
         try:
             raw = await self.vectors.get(vector_provider).read_identity(name)
         except AppError as exc:
+            log.warning("identity of %s/%s not read: %s (%s)", vector_provider, name, exc.detail, exc.code)
             return IdentityStatus(identity=None, problem="provider_unavailable", detail=exc.detail)
         if raw is None:
             return IdentityStatus(identity=None, problem="identity_missing", detail="no identity record")

@@ -282,25 +282,40 @@ class Retriever:
         ]
         try:
             results = await self.vectors.get(provider).search_many(searches)
-        except Unavailable:
-            return _Searched(
-                None
-            )  # the store is down: its collections contribute nothing; other providers still answer
-        except AppError:
-            return _Searched([])  # the store refused this search: nothing from it
+        except Unavailable as exc:  # its collections contribute nothing; other providers still answer
+            log.warning(
+                "vector store %s is down; its collections answer nothing: %s (%s)", provider, exc.detail, exc.code
+            )
+            return _Searched(None)
+        except AppError as exc:
+            log.warning("vector store %s refused a search; nothing from it: %s (%s)", provider, exc.detail, exc.code)
+            return _Searched([])
         if all(isinstance(hits, Unavailable) for hits in results):
+            log.warning("vector store %s is down; no collection of it answered (%s)", provider, _codes(results))
             return _Searched(None)
         # A collection that vanished mid-question (an error as its result) contributes nothing either; nor does one
         # whose chunks are of another model than its identity said (another version: see retrieve).
         chunks: list[RetrievedChunk] = []
         stale: list[tuple[str, str]] = []
         for target, hits in zip(targets, results, strict=True):
+            if isinstance(hits, AppError):
+                log.info(
+                    "collection %s/%s answered nothing: %s (%s)",
+                    provider,
+                    target.assignment.name,
+                    hits.detail,
+                    hits.code,
+                )
             passages = None if isinstance(hits, AppError) else _of_model(target, hits)
             if passages is not None:
                 chunks += passages
             elif not isinstance(hits, NotFound | Unavailable):  # refused (the query's dimension, say), or stale
                 stale.append((provider, target.assignment.name))
         return _Searched(chunks, stale)
+
+
+def _codes(results: Sequence[object]) -> str:
+    return ", ".join(sorted({r.code for r in results if isinstance(r, AppError)}))
 
 
 class _Searched(NamedTuple):

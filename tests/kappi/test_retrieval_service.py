@@ -5,6 +5,7 @@ query embedder; scores are known in advance (:class:`~tests.kappi.conftest.Shelf
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import UTC, datetime
@@ -364,6 +365,21 @@ async def test_a_partial_outage_answers_from_the_stores_that_are_up(
     retrieval = await _retriever(registry, embedders).retrieve([down, assignment(up)], frozenset(), QUESTION)
 
     assert _found(retrieval.chunks) == [(up.name, "reachable", 0.9)]
+
+
+@pytest.mark.parametrize("outage", OUTAGES[1:])
+async def test_a_store_that_fails_a_question_says_so_in_the_log_with_its_code(
+    outage: str, shelf: Shelf, vectors: VectorRegistry, embedders: EmbedderRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The question is still answered from the stores that are up; the operator learns why one gave nothing."""
+    registry, down = await _down_store(outage, shelf, vectors)
+    up = await shelf.collection(chunks=[Placed(score=0.9, content="reachable")])
+
+    with caplog.at_level(logging.INFO, logger="kappi"):
+        await _retriever(registry, embedders).retrieve([down, assignment(up)], frozenset(), QUESTION)
+
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("kappi.")]
+    assert any("pgvector" in line and "vector_store_unavailable" in line for line in said), said
 
 
 # retrieval modes, filters, merging across modes, reranking
