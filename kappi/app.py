@@ -33,6 +33,9 @@ from kappi.chat.controller import AgentController, ChatController
 from kappi.chat.service import ChatService
 from kappi.llm.controller import LlmAdminController
 from kappi.llm.registry import LlmRegistry, LocalLlm, default_llm_registry, local_embed
+from kappi.mcp_server import ROUTES as MCP_ROUTES
+from kappi.mcp_server import serve_mcp
+from kappi.openai_api.controller import openai_router
 from kappi.retrieval.service import QueryVectors, Retriever
 
 
@@ -171,10 +174,10 @@ def create_app(
         title="Kappi",
         description="Agents, group-enforced retrieval and streaming chat.",
         settings=settings,
-        route_handlers=[users, admins],
+        route_handlers=[users, admins, *MCP_ROUTES, openai_router()],
         database=database,
         authenticator=authenticator,
-        lifespans=[compose],
+        lifespans=[compose, serve_mcp],  # serve_mcp reads what compose builds
         dependencies={
             "chats": Provide(provide_chats, sync_to_thread=False),
             "agents": Provide(provide_agents, sync_to_thread=False),

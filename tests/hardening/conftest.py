@@ -50,10 +50,13 @@ every_llm = pytest.mark.parametrize("llm", LLMS)
 """Runs a test with each LLM the agents may answer with (it overrides the :func:`llm` fixture)."""
 LOCAL_AGENT = {"llm_provider": "local", "llm_model": SMOLLM2, "max_tokens": 60, "temperature": 0.0}
 """Long enough to repeat a restricted sentence had it been given; short, as the model's tokens are the suite's cost."""
-PUBLIC_PATHS = frozenset({"/health", "/ready", "/metrics", "/schemas", "/schemas/{name:str}"})
+PUBLIC_PATHS = frozenset(
+    {"/health", "/ready", "/metrics", "/schemas", "/schemas/{name:str}", "/.well-known/oauth-protected-resource/mcp"}
+)
 """Routes every service serves without a token (plus the OpenAPI documents under ``/docs``). ``/metrics`` is
 for Prometheus; it names routes by template and holds no ids or collection names
-(``tests/common/test_telemetry.py``, and :func:`assert_no_leak` on it below)."""
+(``tests/common/test_telemetry.py``, and :func:`assert_no_leak` on it below). Kappi's MCP protected-resource
+metadata is public by RFC 9728: a client reads it to learn where to get a token (``tests/kappi/test_mcp_live.py``)."""
 
 
 @dataclass(frozen=True)
