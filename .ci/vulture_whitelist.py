@@ -37,3 +37,5 @@ _.in_memory, current_heads
 parse_text_payload
 # ragu_client's public API for other applications (its tests call every method; vulture reads packages only).
 _.add_documents, _.wait_for_job, _.create_chat, _.rename_chat, _.delete_chat, _.ask_streamed, sources_used
+# The OpenAI-compatible API's wire fields (kappi/openai_api/models.py), serialised by name for OpenAI clients.
+owned_by, prompt_tokens, completion_tokens, total_tokens, ragu_citations, ragu_also_retrieved, finish_reason, logprobs

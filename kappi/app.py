@@ -35,6 +35,7 @@ from kappi.llm.controller import LlmAdminController
 from kappi.llm.registry import LlmRegistry, LocalLlm, default_llm_registry, local_embed
 from kappi.mcp_server import ROUTES as MCP_ROUTES
 from kappi.mcp_server import serve_mcp
+from kappi.openai_api.controller import openai_router
 from kappi.retrieval.service import QueryVectors, Retriever
 
 
@@ -173,7 +174,7 @@ def create_app(
         title="Kappi",
         description="Agents, group-enforced retrieval and streaming chat.",
         settings=settings,
-        route_handlers=[users, admins, *MCP_ROUTES],
+        route_handlers=[users, admins, *MCP_ROUTES, openai_router()],
         database=database,
         authenticator=authenticator,
         lifespans=[compose, serve_mcp],  # serve_mcp reads what compose builds
