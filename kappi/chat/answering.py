@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
@@ -24,11 +25,14 @@ from kappi.chat.followups import condensed_question
 from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, quoted_instead, relevant, split_citations
 from kappi.chat.models import Answer, Chat, Citation, DropReason, Grounding, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
-from kappi.llm.base import ChatMessage, LlmRequest, Passage, Token, Usage
-from kappi.llm.extractive import about_something_else
+from kappi.llm.base import ChatMessage, LlmEvent, LlmRequest, Passage, Token, Usage
+from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, about_something_else
 from kappi.llm.prompt import CONTEXT_PLACEHOLDER, grounded_question
 from kappi.llm.registry import EXTRACTIVE, LlmFallback, LlmRegistry
+from kappi.llm.windows import sized
 from kappi.retrieval.service import Retrieval, RetrievedChunk, Retriever, rerank_choice
+
+log = logging.getLogger(__name__)
 
 UNSUPPORTED_FALLBACK = LlmFallback(
     provider=EXTRACTIVE,
@@ -80,8 +84,18 @@ class Grounded(msgspec.Struct, frozen=True, kw_only=True):
     on no passage and a quote stands in): says which, why."""
 
 
-Step = Retrieval | Token | Usage | Grounded
-"""What the pipeline yields: the retrieval first, then the answer's checked tokens, its usage, its grounding."""
+class Preliminary(msgspec.Struct, frozen=True, kw_only=True):
+    """The extractive quote shown while a model answers (the stream's ``preliminary`` event): its text, checked as a
+    fallback quote is, and the citation numbers it carries. It is not the answer: the model's is, and only that is
+    saved."""
+
+    text: str
+    cited: list[int]
+
+
+Step = Retrieval | Preliminary | Token | Usage | Grounded
+"""What the pipeline yields: the retrieval first, then (streamed, for a model) a preliminary quote, the answer's
+checked tokens, its usage, its grounding."""
 
 
 class Answerer:
@@ -90,9 +104,15 @@ class Answerer:
         self.retriever = retriever
         self.llms = llms
 
-    async def pipeline(self, prepared: Prepared) -> AsyncGenerator[Step, None]:
+    async def pipeline(self, prepared: Prepared, *, preliminary: bool = False) -> AsyncGenerator[Step, None]:
         """The one answer pipeline both forms consume. ``aclosing``: a client that goes away stops the
         upstream LLM call now, not at garbage collection.
+
+        ``preliminary``: while a model (not ``extractive``) reads its prompt, the extractive quote of the same
+        passages is worked out alongside and yielded as soon as it is ready, before the model's first sentence,
+        so a reader has words in well under a second (:meth:`_preliminary`). A model with a passage budget
+        (:meth:`LlmRegistry.passage_budget`) reads each passage's best sentence windows
+        (:func:`~kappi.llm.windows.sized`); grounding and the citations keep the whole passages.
 
         Only passages above the relevance floor reach the model, and none when the question names what none of
         them holds (:func:`~kappi.llm.extractive.about_something_else`); with none, the answer declines without
@@ -113,15 +133,23 @@ class Answerer:
             yield Grounded(cited=[], declined=True)
             return
         provider, fallback = self.llms.resolve(prepared.config.llm_provider)
-        request = _llm_request(prepared, retrieval, with_system=provider.reads_system_prompt)
+        passages = _passages(retrieval.chunks)
+        budget = self.llms.passage_budget(provider.name) if provider.reads_system_prompt else None
+        read = passages if budget is None else await asyncio.to_thread(sized, passages, searched, budget)
+        request = _llm_request(prepared, read, with_system=provider.reads_system_prompt)
         # Attribution needs passages to attribute to: an agent with no collections is a plain assistant.
-        attribute = provider.reads_system_prompt and bool(request.passages)
+        attribute = provider.reads_system_prompt and bool(passages)
         instructions = _instructions(prepared.config, request) if provider.reads_system_prompt else ""
-        grounder = Grounder(request.passages, prepared.text, attribute=attribute, instructions=instructions)
+        grounder = Grounder(passages, prepared.text, attribute=attribute, instructions=instructions)
         usage = Usage()
+        quoting = preliminary and provider.name != EXTRACTIVE and bool(passages)
+        first = asyncio.ensure_future(self._preliminary(prepared.text, passages)) if quoting else None
         with LlmCall(provider.name, prepared.config.llm_model) as call:
-            async with contextlib.aclosing(provider.stream(request)) as stream:
+            async with contextlib.aclosing(_first_then(first, provider.stream(request))) as stream:
                 async for item in stream:
+                    if isinstance(item, Preliminary):
+                        yield item
+                        continue
                     if isinstance(item, Usage):
                         call.usage(item.input_tokens, item.output_tokens)
                         usage = item
@@ -132,7 +160,7 @@ class Answerer:
         rest, cited = grounder.finish(), grounder.cited
         declined = grounder.only_declined
         if (grounder.rested_on_nothing or declined) and (
-            quoted := await asyncio.to_thread(quoted_instead, prepared.text, request.passages, over_a_decline=declined)
+            quoted := await asyncio.to_thread(quoted_instead, prepared.text, passages, over_a_decline=declined)
         ) is not None:
             rest, cited = quoted
             fallback = fallback or (DECLINED_FALLBACK if declined else UNSUPPORTED_FALLBACK)
@@ -140,6 +168,23 @@ class Answerer:
             yield Token(text=rest)
         yield usage
         yield Grounded(cited=cited, dropped=tuple(grounder.dropped), llm_fallback=fallback)
+
+    async def _preliminary(self, question: str, passages: list[Passage]) -> Preliminary | None:
+        """``extractive``'s answer over the passages the model is given (the same, whole), its markers checked as
+        a fallback quote's are; ``None`` when it finds nothing that answers, or fails (the model still answers)."""
+        request = LlmRequest(
+            model=EXTRACTIVE, system="", messages=[ChatMessage(role="user", content=question)], passages=passages
+        )
+        try:
+            pieces = [item.text async for item in self.llms.get(EXTRACTIVE).stream(request) if isinstance(item, Token)]
+        except Exception:  # the quote is a courtesy: the model's answer does not wait on it
+            log.warning("the preliminary quote failed; the model answers alone", exc_info=True)
+            return None
+        if not pieces or pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
+            return None
+        checked = Grounder(passages, question, attribute=False)
+        text = checked.feed("".join(pieces)) + checked.finish()
+        return Preliminary(text=text, cited=checked.cited) if text.strip() and checked.cited else None
 
     async def _models(self, retrieval: Retrieval) -> dict[tuple[str, str], str]:
         """Each found collection's embedding model, from the identities retrieval just read (cached)."""
@@ -167,19 +212,21 @@ class Answerer:
             grounding=run.grounding,
         )
 
-    async def events(self, prepared: Prepared, *, reraise: bool = False) -> AsyncIterator[Event]:
-        """``sources``, then ``token``s, then ``done`` — or an ``error`` event (``reraise``: the error itself).
-        The answer is saved whatever happens, with its status, so the history shows failed answers too."""
+    async def events(
+        self, prepared: Prepared, *, reraise: bool = False, preliminary: bool = True
+    ) -> AsyncIterator[Event]:
+        """``sources``, then (``preliminary``, when a model answers and a passage does) one ``preliminary`` quote,
+        then ``token``s, then ``done`` — or an ``error`` event (``reraise``: the error itself). The answer is saved
+        whatever happens, with its status, so the history shows failed answers too; a preliminary quote is not
+        part of it."""
         run = _Run()
         status, error_code = "complete", None
         try:
-            async with contextlib.aclosing(self.pipeline(prepared)) as steps:
+            async with contextlib.aclosing(self.pipeline(prepared, preliminary=preliminary)) as steps:
                 async for step in steps:
                     run.take(step)
-                    if isinstance(step, Retrieval):
-                        yield Event(event="sources", data={"citations": run.citations})
-                    elif isinstance(step, Token):
-                        yield Event(event="token", data={"text": step.text})
+                    if (event := _event(step, run)) is not None:
+                        yield event
         except AppError as exc:
             status, error_code = "error", exc.code
             if reraise:
@@ -222,7 +269,7 @@ class Answerer:
 
     async def answer(self, prepared: Prepared) -> Answer:
         """The non-streaming chat answer: the stream, collected and saved; errors are raised as they are."""
-        async for _ in self.events(prepared, reraise=True):
+        async for _ in self.events(prepared, reraise=True, preliminary=False):
             pass
         if prepared.question is None or prepared.answer_id is None:
             raise ValueError("answer() needs a chat; use query() for stateless questions")
@@ -297,7 +344,7 @@ class _Run:
             self.parts.append(step.text)
         elif isinstance(step, Grounded):
             self.grounded = step
-        else:
+        elif isinstance(step, Usage):
             self.usage = step
 
     def _split(self) -> tuple[list[Citation], list[Citation]]:
@@ -390,8 +437,7 @@ def _passages(chunks: Sequence[RetrievedChunk]) -> list[Passage]:
     ]
 
 
-def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool) -> LlmRequest:
-    passages = _passages(retrieval.chunks)
+def _llm_request(prepared: Prepared, passages: list[Passage], *, with_system: bool) -> LlmRequest:
     config = prepared.config
     question = grounded_question(prepared.text, passages, config.context_template) if with_system else prepared.text
     return LlmRequest(
@@ -402,3 +448,50 @@ def _llm_request(prepared: Prepared, retrieval: Retrieval, *, with_system: bool)
         temperature=config.temperature,
         max_tokens=config.max_tokens,
     )
+
+
+async def _first_then(
+    first: asyncio.Future[Preliminary | None] | None, stream: AsyncGenerator[LlmEvent, None]
+) -> AsyncGenerator[Preliminary | LlmEvent, None]:
+    """``first``'s quote as soon as it is ready, then the model's events: the model's request is sent at once and
+    reads its prompt meanwhile, so the quote costs its first token nothing. Either left unfinished is cancelled."""
+    if first is None:
+        async with contextlib.aclosing(stream):
+            async for item in stream:
+                yield item
+        return
+    head = asyncio.ensure_future(_next(stream))
+    try:
+        shown = await first
+        if shown is not None:
+            yield shown
+        event = await head
+        while event is not None:
+            yield event
+            event = await _next(stream)
+    finally:
+        for task in (first, head):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await stream.aclose()
+
+
+async def _next(stream: AsyncGenerator[LlmEvent, None]) -> LlmEvent | None:
+    """The stream's next event; ``None`` at its end."""
+    try:
+        return await anext(stream)
+    except StopAsyncIteration:
+        return None
+
+
+def _event(step: Step, run: _Run) -> Event | None:
+    """The stream event a step is shown as, if any (usage and grounding go in ``done``)."""
+    if isinstance(step, Retrieval):
+        return Event(event="sources", data={"citations": run.citations})
+    if isinstance(step, Preliminary):
+        return Event(event="preliminary", data={"text": step.text, "citations": step.cited, "provider": EXTRACTIVE})
+    if isinstance(step, Token):
+        return Event(event="token", data={"text": step.text})
+    return None

@@ -19,6 +19,10 @@ from kappi.llm.openai_compatible import OpenAICompatibleProvider
 EXTRACTIVE = "extractive"
 LOCAL_PROVIDER = "local"
 """The registry name of the embedded llama.cpp server that ``ragu serve`` starts when a local model is installed."""
+LOCAL_PASSAGE_TOKENS = 600
+"""The passages' budget in the embedded model's prompt (:func:`kappi.llm.windows.sized`), chosen on the answer
+bench's dev split (docs/benchmarks.md): a small model on two cores reads whole passages slowly and is distracted by
+them. Other providers (a larger model on a server) read whole passages."""
 
 
 class LocalLlm(Protocol):
@@ -132,6 +136,10 @@ class LlmRegistry:
             reason = f"local_llm_{'starting' if status == 'starting' else 'down'}"
             detail = "the local model is still loading" if status == "starting" else "the local model is not running"
         return self.get(EXTRACTIVE), LlmFallback(provider=EXTRACTIVE, reason=reason, detail=detail)
+
+    def passage_budget(self, provider: str) -> int | None:
+        """The tokens of passages the provider called ``provider`` reads; ``None``: whole passages."""
+        return LOCAL_PASSAGE_TOKENS if provider == LOCAL_PROVIDER else None
 
     def get(self, provider: str) -> LlmProvider:
         """The provider called ``provider``.

@@ -1233,3 +1233,61 @@ def test_the_layout_shows_one_upload_control_labelled_phone_tables_and_wide_fiel
     page.goto(f"{platform}/#/agents/{agent['id']}")  # the agent's tables too
     expect(page.locator("tr[data-version='1'] td").first).to_have_attribute("data-label", "Version")
     assert phone.close() == []
+
+
+def test_the_first_answer_is_a_marked_quote_and_the_models_checked_sentences_follow_openai_standin(
+    platform: str, browser: Any, llm: OpenAIStandin
+) -> None:
+    """#31 item 2: while the model reads its prompt, the answer's first words are extractive's quote of the passages,
+    marked as preliminary (its quote highlighted in its source); the model's sentences then arrive below it, each
+    once grounding has checked it, and when the model's answer is complete it replaces the quote. The stand-in
+    stalls after its second sentence, so the page is seen with the quote and the model's first sentence and
+    nothing more; a stall before its first token shows the quote alone."""
+    from playwright.sync_api import expect
+
+    setup = Api(platform)
+    collection = setup.collection("Preliminary_docs")
+    setup.embed(collection, [setup.document("security.md", SECURITY.encode())])
+    agent = setup.agent("Quick helper", llm_provider="openai", llm_model="standin")
+    setup.assign(agent, collection)
+    sentences = ("Visitors must wear a red badge at all times [1]. ", "Badges go back to reception before leaving [1].")
+    question = "What must visitors do with their badges?"
+
+    def ask(name: str, script: Script) -> tuple[Console, Any]:
+        llm.script = script
+        user = Console(browser, platform)
+        user.sign_in(name)
+        user.page.locator("#agent-list li", has_text="Quick helper").get_by_role("button", name="Start chat").click()
+        user.page.get_by_label("Your question").fill(question)
+        user.page.get_by_role("button", name="Send").click()
+        return user, user.page.locator(".msg.assistant").last
+
+    # The model has written nothing yet: the quote is there, marked, and its source highlights it.
+    user, answer = ask("pia", Script(tokens=sentences, stall_after=0))
+    preliminary = answer.locator(".preliminary")
+    expect(preliminary.locator(".preliminary-label")).to_have_text(re.compile("^Preliminary answer, quoted from"))
+    expect(preliminary.locator(".preliminary-text")).to_contain_text("Visitors must wear a red badge at all times.")
+    expect(answer).to_have_attribute("aria-busy", "true")
+    expect(answer.locator(".answer-text")).to_have_text("")
+    expect(preliminary.locator(".preliminary-label")).to_contain_text("The model is writing its own")
+    assert user.close() == []
+
+    # The model's first sentence has passed grounding (its second is held until the sentence after it shows it
+    # ended): it is shown below the quote, which says the model's answer follows.
+    user, answer = ask("pia", Script(tokens=(*sentences, " They are kept in the drawer."), stall_after=2))
+    expect(answer.locator(".answer-text")).to_have_text("Visitors must wear a red badge at all times [1].")
+    expect(answer.locator(".preliminary .preliminary-label")).to_contain_text("The model's answer follows below")
+    expect(answer.locator(".preliminary .preliminary-text")).to_contain_text("Visitors must wear a red badge")
+    expect(answer).to_have_attribute("aria-busy", "true")
+    user.shot("31-preliminary-then-model")
+    assert user.close() == []
+
+    # Complete: the model's answer stands alone, as stored.
+    user, answer = ask("pia", Script(tokens=sentences))
+    expect(answer).to_have_attribute("data-status", "complete")
+    expect(answer).to_have_attribute("data-preliminary", "replaced")
+    expect(answer.locator(".preliminary")).to_have_count(0)
+    expect(answer.locator(".answer-text")).to_have_text(
+        "Visitors must wear a red badge at all times. Badges go back to reception before leaving [1]."
+    )
+    assert user.close() == []

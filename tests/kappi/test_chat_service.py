@@ -6,7 +6,7 @@ pipeline. The services as :class:`~kappi.app.Kappi` composes them, on the test's
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -14,6 +14,10 @@ from typing import Literal
 import msgspec
 import pytest
 
+from common.auth import Authenticator
+from common.clients import SharedClients
+from common.config import Settings
+from common.db import SingleConnectionDatabase
 from common.errors import NotFound
 from common.vectors.registry import VectorRegistry
 from kappi.agent.models import AccessQuery, Agent, AgentCreate, AgentUpdate, AssignmentChanges, AssignmentSpec
@@ -21,8 +25,11 @@ from kappi.app import Kappi
 from kappi.chat.models import Citation, Message
 from kappi.chat.service import TITLE_CHARS, title_from, withhold
 from kappi.llm.base import ChatMessage
+from kappi.llm.registry import LOCAL_PASSAGE_TOKENS, default_llm_registry
+from kappi.llm.windows import CHARS_PER_TOKEN
 from schemas.models import Identity
 from tests.kappi.conftest import QUESTION, Placed, Shelf, principal
+from tests.support.llm_standins import OpenAIStandin, Script
 
 ADMIN = principal("root", admin=True)
 ALICE = principal("alice", "hr")
@@ -324,3 +331,104 @@ async def test_settle_saves_an_answer_whose_stream_never_started_as_cancelled(se
         "",
         [],
     )
+
+
+# Issue #31: a model reads windows of its passages, and a quote comes first while it answers.
+
+ANSWER = "Employees get 25 vacation days per year."
+# A long passage: the sentence that answers sits among many that do not (none of the question's words in them).
+LONG = " ".join(
+    [f"The cafeteria on floor {n} opens at {n % 12 + 1} o'clock and serves soup." for n in range(1, 80)]
+    + [ANSWER]
+    + [f"Printers on floor {n} need a badge and a PIN to release a job." for n in range(1, 80)]
+)
+
+
+@dataclass
+class _Local:
+    """The embedded llama.cpp server as the registry sees it (:class:`kappi.llm.registry.LocalLlm`), here the
+    OpenAI-compatible stand-in."""
+
+    base_url: str
+    model: str = "standin"
+    api_key: str = "standin-key"
+    capacity: int = 4
+
+    def status(self) -> str:
+        return "ready"
+
+
+@dataclass
+class ModelWorld:
+    services: Kappi
+    agent: Agent
+    llm: OpenAIStandin
+
+
+@pytest.fixture
+async def model_world(
+    db: SingleConnectionDatabase, clients: SharedClients, settings: Settings, shelf: Shelf
+) -> AsyncIterator[ModelWorld]:
+    """An agent on the ``local`` provider, served by the OpenAI-compatible stand-in, over one long passage."""
+    async with OpenAIStandin() as llm:
+        registry = default_llm_registry(local=_Local(base_url=llm.base_url))
+        services = Kappi.build(db, clients, clients.vectors, registry, Authenticator(settings), ttl=60)
+        handbook = await shelf.collection(chunks=[Placed(score=0.8, content=LONG)])
+        created = await services.agents.create(
+            AgentCreate(name="Model", llm_provider="local", llm_model="standin"), ADMIN
+        )
+        spec = AssignmentSpec(vector_provider="qdrant", name=handbook.name)
+        report = await services.agents.assign(created.id, AssignmentChanges(add=[spec]))
+        assert all(r.ok for r in report.results), report
+        llm.script = Script(tokens=("Employees get 25 vacation", " days per year."))
+        try:
+            yield ModelWorld(services=services, agent=await services.agents.get(created.id), llm=llm)
+        finally:
+            await registry.aclose()
+
+
+async def test_the_local_model_reads_the_passages_best_windows_and_the_citation_keeps_it_whole_standin(
+    model_world: ModelWorld,
+) -> None:
+    """The prompt holds the sentence that answers, within the passage budget, not the whole passage; the sources
+    and the answer's citation carry the whole passage for the reader, and grounding still attributes the model's
+    sentence to it (the model is the OpenAI-compatible stand-in in the local provider's place)."""
+    chats = model_world.services.chats
+    chat = await chats.create(model_world.agent.id, None, ALICE)
+    events = [e async for e in chats.answerer.events(await chats.prepare(chat.id, QUESTION, ALICE))]
+
+    prompt = model_world.llm.requests[-1].body["messages"][-1]["content"]
+    assert ANSWER in prompt
+    assert len(prompt) < len(LONG) / 2
+    assert len(prompt) < (LOCAL_PASSAGE_TOKENS + 200) * CHARS_PER_TOKEN
+    sources = events[0].data["citations"]
+    assert [c.text for c in sources] == [LONG]
+    done = events[-1].data
+    assert [c.text for c in done["citations"]] == [LONG]
+    assert "".join(e.data["text"] for e in events if e.event == "token") == f"{ANSWER} [1]"
+
+
+async def test_a_model_answer_streams_a_preliminary_quote_first_and_saves_only_the_models_answer_standin(
+    model_world: ModelWorld,
+) -> None:
+    """Before the model's first sentence the stream carries ``preliminary``: extractive's quote of the passages
+    the answer was given (sources first, so it cites only what the user may read), with its citations. The saved
+    answer is the model's alone; the collected answer and the query API send no preliminary."""
+    chats = model_world.services.chats
+    chat = await chats.create(model_world.agent.id, None, ALICE)
+    prepared = await chats.prepare(chat.id, QUESTION, ALICE)
+    events = [e async for e in chats.answerer.events(prepared)]
+
+    names = [e.event for e in events]
+    assert names[:2] == ["sources", "preliminary"]
+    assert names.index("preliminary") < names.index("token")
+    preliminary = events[1].data
+    assert ANSWER in preliminary["text"]
+    assert "[1]" in preliminary["text"]
+    assert preliminary["citations"] == [1]
+    assert preliminary["provider"] == "extractive"
+    answer = "".join(e.data["text"] for e in events if e.event == "token")
+    assert answer == f"{ANSWER} [1]"
+    saved = (await chats.detail(chat.id, ALICE)).messages[1]
+    assert (saved.status, saved.content) == ("complete", answer)
+    assert (await chats.answerer.query(prepared)).answer == answer

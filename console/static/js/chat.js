@@ -179,10 +179,17 @@ function agentLabel(chat) {
 
 const SHOW_WAIT_MS = 1000; // a wait shorter than this is not counted on screen
 
+const PRELIMINARY_WRITING = "Preliminary answer, quoted from the sources. The model is writing its own…";
+const PRELIMINARY_FOLLOWS = "Preliminary answer, quoted from the sources. The model's answer follows below, "
+  + "sentence by sentence, and replaces it when complete.";
+
 /**
- * One answer, streamed: `sources` first (the passages the answer is given), then `token`s, then `done` (the
- * passages it cites, and those it was given without citing them) or `error`. Until the first token, the wait
- * is shown as it grows ("thinking… 3.2 s"): a small local model can think for seconds before it writes.
+ * One answer, streamed: `sources` first (the passages the answer is given), then, when a model answers and a
+ * passage does, a `preliminary` quote of the passages (shown at once, marked as preliminary, its quote
+ * highlighted in its passage), then `token`s (the model's sentences, each once grounding has checked it), then
+ * `done` (the passages it cites, and those it was given without citing them) or `error`. The preliminary quote
+ * goes once the model's answer is complete: that is the answer, and the one stored. Until the first words, the
+ * wait is shown as it grows ("thinking… 3.2 s"): a small local model can think for seconds before it writes.
  */
 async function stream(base, chatId, content, messages, message, download) {
   const text = h("div", { class: "answer-text" });
@@ -208,16 +215,30 @@ async function stream(base, chatId, content, messages, message, download) {
   };
   let answer = "";
   let citations = [];
+  let preliminary = null;
   try {
     for await (const { event, data } of api.events("POST", `${base}/chats/${chatId}/messages/stream`, { content })) {
       if (event === "sources") {
         citations = data.citations;
         replace(sources, citationsView(citations, download));
+      } else if (event === "preliminary") {
+        firstToken();
+        preliminary = h("div", { class: "preliminary", role: "note" },
+          h("p", { class: "preliminary-label muted" }, PRELIMINARY_WRITING),
+          h("div", { class: "preliminary-text" }, answerView(data.text, citations)));
+        bubble.insertBefore(preliminary, text);
+        bubble.dataset.preliminary = "shown";
+        replace(sources, citationsView(citations, download, [], quotesOf(data.text)));
       } else if (event === "token") {
         firstToken();
+        if (preliminary && !answer) preliminary.querySelector(".preliminary-label").textContent = PRELIMINARY_FOLLOWS;
         answer += data.text;
         replace(text, answerView(answer, citations)); // a marker or a list item may span two tokens
       } else if (event === "done") {
+        if (preliminary && answer) {
+          preliminary.remove(); // the model's answer, now complete, is the answer
+          bubble.dataset.preliminary = "replaced";
+        }
         bubble.dataset.status = "complete";
         replace(sources, citationsView(data.citations ?? citations, download, data.also_retrieved ?? [], quotesOf(answer)));
         bubble.append(...answerNotes(data));
