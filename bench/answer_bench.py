@@ -524,10 +524,13 @@ def naive_messages(question: str, passages: Sequence[dict[str, Any]]) -> list[di
 def ragu_messages(agent: dict[str, Any], sources: Sequence[dict[str, Any]], question: str) -> list[dict[str, str]]:
     """The messages kappi sends its model for a first question, rebuilt with kappi's own prompt functions from
     the passages the stream's ``sources`` event listed (as ``kappi.chat.answering`` composes them: the agent's
-    instructions as system, then sources, question and rules in the user's turn): the raw server's half of the
-    time-to-first-token ratio. The result's prompt token counts, side by side, show the two prompts agree."""
+    instructions as system, then sources, question and rules in the user's turn, each passage sized to the
+    provider's budget as kappi sizes it): the raw server's half of the time-to-first-token ratio. The result's
+    prompt token counts, side by side, show the two prompts agree."""
     from kappi.llm.base import Passage
     from kappi.llm.prompt import grounded_question
+    from kappi.llm.registry import LOCAL_PASSAGE_TOKENS, LOCAL_PROVIDER
+    from kappi.llm.windows import sized
 
     instructions = {c["name"]: c["instruction"] for c in agent["collections"]}
     passages = [
@@ -545,6 +548,8 @@ def ragu_messages(agent: dict[str, Any], sources: Sequence[dict[str, Any]], ques
         for s in sources
     ]
     config = agent["config"]
+    if config["llm_provider"] == LOCAL_PROVIDER:
+        passages = sized(passages, question, LOCAL_PASSAGE_TOKENS)
     user = grounded_question(question, passages, config["context_template"])
     system = [{"role": "system", "content": config["system_prompt"].strip()}] if config["system_prompt"].strip() else []
     return [*system, {"role": "user", "content": user}]
