@@ -191,9 +191,14 @@ class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Payload conditions, AND-ed. ``None`` means "no condition on that field"."""
 
     readable_by: frozenset[str] | None = None
-    """Access filter on the chunk's own copy of ``groups``: keep chunks with no ``groups`` property, or
-    whose groups intersect this set. An empty set keeps only chunks without groups. ``None`` = no filter
-    (chonkit's admin test bench only; kappi always sets it)."""
+    """Access filter on the chunk's own copy of ``groups``: keep chunks with no ``groups`` property (unless
+    ``ungrouped_readable`` is false), or whose ``groups`` is a list naming one of these. A ``groups`` that is no
+    list (null, a string) or an empty list names no group, so no one reads that chunk. An empty set keeps only
+    chunks without groups. ``None`` = no filter (chonkit's admin test bench only; kappi always sets it)."""
+    ungrouped_readable: bool = True
+    """With ``readable_by``: whether a chunk without a ``groups`` copy is kept. Kappi sets it false for a
+    collection whose identity has groups: a chunk there without the copy lost it (another application wrote it)
+    and is readable by nobody, so the chunk filter holds even if the collection check did not."""
     document_ids: frozenset[str] | None = None
     """Keep only chunks of these documents."""
     tags: frozenset[str] | None = None

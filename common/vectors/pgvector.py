@@ -756,7 +756,8 @@ def _conditions(where: SearchFilter | None, first: int) -> tuple[str, list[Any]]
     args: list[Any] = []
     if where is not None and where.readable_by is not None:
         args.append(sorted(where.readable_by))
-        conditions.append(f"(payload->'groups' IS NULL OR payload->'groups' ?| ${first + len(args) - 1}::text[])")
+        grouped = f"jsonb_typeof(payload->'groups') = 'array' AND payload->'groups' ?| ${first + len(args) - 1}::text[]"
+        conditions.append(f"(payload->'groups' IS NULL OR ({grouped}))" if where.ungrouped_readable else f"({grouped})")
     if where is not None and where.document_ids is not None:
         args.append(sorted(where.document_ids))
         conditions.append(f"payload->>'document_id' = ANY(${first + len(args) - 1}::text[])")

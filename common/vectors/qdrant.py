@@ -85,7 +85,9 @@ from common.vectors.records import (
     collection_not_found,
     identity_not_found,
     is_collection_name,
+    matches_nothing,
     payload_dict,
+    readable_chunk,
     search_each,
     valid_identity,
 )
@@ -365,8 +367,34 @@ class QdrantStore:
         check_retrieval(mode, dense_weight)
         if limit == 0 or matches_nothing(where):
             return []
-        query = as_floats(vector)
-        with_payload: list[str] | bool = list(properties) or False
+        guarded = where is not None and where.readable_by is not None and "groups" not in properties
+        hits = await self._search(
+            name,
+            as_floats(vector),
+            limit=limit,
+            with_payload=[*properties, "groups"] if guarded else (list(properties) or False),
+            max_distance=max_distance,
+            where=where,
+            text=text,
+            mode=mode,
+            dense_weight=dense_weight,
+        )
+        return access_checked(hits, where, drop_groups=guarded)
+
+    async def _search(
+        self,
+        name: str,
+        query: list[float],
+        *,
+        limit: int,
+        with_payload: list[str] | bool,
+        max_distance: float | None,
+        where: SearchFilter | None,
+        text: str,
+        mode: RetrievalMode,
+        dense_weight: float,
+    ) -> list[SearchHit]:
+        """:meth:`search` once its arguments are checked."""
         if mode == "dense":
             return await self._dense(
                 name, query, limit=limit, with_payload=with_payload, max_distance=max_distance, where=where
@@ -711,13 +739,6 @@ def _dense_vector_of(point: models.ScoredPoint) -> Sequence[float] | None:
     return None
 
 
-def matches_nothing(where: SearchFilter | None) -> bool:
-    """An empty set of documents, tags or labels keeps no chunk: answered without a request."""
-    if where is None:
-        return False
-    return any(values is not None and not values for values in (where.document_ids, where.tags, where.labels))
-
-
 def lexical_index_missing(name: str) -> Unavailable:
     return Unavailable(
         f"Qdrant collection {name!r} has no lexical index yet (created before hybrid retrieval); it gets one on "
@@ -744,7 +765,7 @@ def search_filter(where: SearchFilter | None) -> models.Filter:
         return _CHUNKS_ONLY
     must: list[models.Condition] = []
     if where.readable_by is not None:
-        must.append(_readable_by(where.readable_by))
+        must.append(_readable_by(where.readable_by, ungrouped=where.ungrouped_readable))
     for key, values in (("document_id", where.document_ids), ("tags", where.tags), ("label", where.labels)):
         if values is not None:
             must.append(models.FieldCondition(key=key, match=models.MatchAny(any=sorted(values))))
@@ -764,11 +785,30 @@ def ranked_hits(points: Sequence[models.ScoredPoint], *, limit: int, max_distanc
     return hits
 
 
-def _readable_by(groups: frozenset[str]) -> models.Condition:
+def _readable_by(groups: frozenset[str], *, ungrouped: bool) -> models.Condition:
+    """Qdrant's part of the access rule: a chunk with no groups (where those are readable) or one of ``groups``.
+    Its ``is_empty`` also takes ``[]`` and null for no groups, and a match takes a string for a list of one:
+    :func:`access_checked` drops those chunks after the search."""
     if not groups:
-        return _NO_GROUPS
+        return _NO_GROUPS  # an empty set with ungrouped chunks unreadable never gets here: matches_nothing
     has_group = models.FieldCondition(key="groups", match=models.MatchAny(any=sorted(groups)))
-    return models.Filter(should=[_NO_GROUPS, has_group])
+    return models.Filter(should=[_NO_GROUPS, has_group]) if ungrouped else has_group
+
+
+def access_checked(hits: list[SearchHit], where: SearchFilter | None, *, drop_groups: bool) -> list[SearchHit]:
+    """``hits`` without the chunks whose ``groups`` copy the filter could not judge (:func:`readable_chunk`);
+    with ``drop_groups``, the ``groups`` fetched only for this check are taken out of each payload again."""
+    if where is None or where.readable_by is None:
+        return hits
+    kept = [hit for hit in hits if readable_chunk(hit.payload, where)]
+    if not drop_groups:
+        return kept
+    return [
+        msgspec.structs.replace(hit, payload={k: v for k, v in hit.payload.items() if k != "groups"})
+        if "groups" in hit.payload
+        else hit
+        for hit in kept
+    ]
 
 
 def _chunks_where(*, document_id: str | None) -> models.Filter:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -20,6 +20,7 @@ from common.vectors.base import (
     RETRIEVAL_MODES,
     ChunkPayload,
     Search,
+    SearchFilter,
     SearchHit,
     SearchResult,
     Vector,
@@ -134,6 +135,28 @@ def collection_already_exists(name: str) -> Conflict:
 def identity_not_found(name: str) -> NotFound:
     """The collection exists but :func:`valid_identity` finds no identity of its own in it."""
     return NotFound(f"collection {name!r} holds no valid Ragu identity record", code="identity_not_found")
+
+
+def readable_chunk(payload: Mapping[str, Any], where: SearchFilter | None) -> bool:
+    """The access rule of :attr:`SearchFilter.readable_by` on one chunk's payload, for adapters whose engine
+    cannot tell every odd ``groups`` value apart in its own filter (Qdrant reads ``[]`` and null as absent)."""
+    if where is None or where.readable_by is None:
+        return True
+    if "groups" not in payload:
+        return where.ungrouped_readable
+    groups = payload["groups"]
+    return isinstance(groups, list) and any(isinstance(g, str) and g in where.readable_by for g in groups)
+
+
+def matches_nothing(where: SearchFilter | None) -> bool:
+    """A filter no chunk can pass, answered without a query: an empty set of documents, tags or labels, or no
+    group to share where chunks without groups are not readable either. (Weaviate refuses an empty
+    ``contains_any``; Qdrant would answer it.)"""
+    if where is None:
+        return False
+    if where.readable_by == frozenset() and not where.ungrouped_readable:
+        return True
+    return any(values is not None and not values for values in (where.document_ids, where.tags, where.labels))
 
 
 def check_retrieval(mode: object, dense_weight: object) -> None:

@@ -542,8 +542,7 @@ class _Copy:
         where = search.where
         if where is not None and (where.document_ids is not None or where.tags is not None or where.labels is not None):
             return None  # conditions the copy does not hold: PostgreSQL answers
-        readable = None if where is None else where.readable_by
-        if search.limit < 1 or (self.uniform and not _allowed(self.groups[0], readable)):
+        if search.limit < 1 or (self.uniform and not _allowed(self.groups[0], where)):
             return []
         if query is None or query.shape[0] != self.dimension:
             return None  # PostgreSQL answers (or refuses) it with the store's own error
@@ -564,13 +563,12 @@ class _Copy:
         self, search: Search, fetch: int, scores: npt.NDArray[np.float32], labels: npt.NDArray[np.int64]
     ) -> list[SearchHit] | None:
         """faiss's neighbours as SQL's hits: access filter, (distance, id) order, limit, distance cut."""
-        readable = None if search.where is None else search.where.readable_by
         ids, groups, uniform = self.ids, self.groups, self.uniform
         found: list[tuple[float, str, int]] = []
         for similarity, label in zip(scores.tolist(), labels.tolist(), strict=True):
             if label < 0:
                 break
-            if not uniform and not _allowed(groups[label], readable):
+            if not uniform and not _allowed(groups[label], search.where):
                 return None  # a filter that rejects some neighbours: PostgreSQL's iterative scan finds more
             found.append((1.0 - similarity, ids[label], label))
         found.sort()
@@ -686,6 +684,11 @@ def _chunk_groups(payload: dict[str, Any]) -> frozenset[str] | bool | None:
     return False
 
 
-def _allowed(groups: frozenset[str] | None, readable: frozenset[str] | None) -> bool:
-    """The SQL filter's rule: no filter, or no groups on the chunk, or at least one group in common."""
-    return readable is None or groups is None or not groups.isdisjoint(readable)
+def _allowed(groups: frozenset[str] | None, where: SearchFilter | None) -> bool:
+    """The SQL filter's rule: no access filter; or no groups on the chunk, where the filter lets such chunks
+    through; or at least one group in common."""
+    if where is None or where.readable_by is None:
+        return True
+    if groups is None:
+        return where.ungrouped_readable
+    return not groups.isdisjoint(where.readable_by)

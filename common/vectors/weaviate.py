@@ -106,6 +106,7 @@ from common.vectors.records import (
     collection_not_found,
     identity_not_found,
     is_collection_name,
+    matches_nothing,
     payload_dict,
     search_each,
     valid_identity,
@@ -227,20 +228,13 @@ def search_filter(where: SearchFilter | None) -> FilterReturn:
     if where.readable_by is not None:
         if where.readable_by:
             in_group = Filter.by_property("groups").contains_any(sorted(where.readable_by))
-            parts.append(Filter.any_of([_NO_GROUPS, in_group]))
+            parts.append(Filter.any_of([_NO_GROUPS, in_group]) if where.ungrouped_readable else in_group)
         else:
-            parts.append(_NO_GROUPS)
+            parts.append(_NO_GROUPS)  # an empty set with ungrouped chunks unreadable never gets here
     for key, values in (("document_id", where.document_ids), ("tags", where.tags), ("label", where.labels)):
         if values:
             parts.append(Filter.by_property(key).contains_any(sorted(values)))
     return Filter.all_of(parts) if len(parts) > 1 else _NOT_IDENTITY
-
-
-def matches_nothing(where: SearchFilter | None) -> bool:
-    """An empty set of documents, tags or labels keeps no chunk."""
-    if where is None:
-        return False
-    return any(values is not None and not values for values in (where.document_ids, where.tags, where.labels))
 
 
 def hybrid_arguments(

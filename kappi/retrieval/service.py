@@ -273,7 +273,7 @@ class Retriever:
                 limit=t.assignment.top_k,
                 properties=PASSAGE_PROPERTIES,
                 max_distance=t.assignment.max_distance,
-                where=_filtered(where, t.assignment),
+                where=_filtered(where, t),
                 text=question,
                 mode=t.assignment.mode,
                 dense_weight=t.assignment.dense_weight,
@@ -395,13 +395,17 @@ def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-def _filtered(where: SearchFilter | None, assignment: Assignment) -> SearchFilter | None:
+def _filtered(where: SearchFilter | None, target: Searchable) -> SearchFilter | None:
     """The question's access filter plus the assignment's own metadata filters (usually none: then the one
-    shared filter, built once per question)."""
-    if assignment.tags is None and assignment.labels is None:
+    shared filter, built once per question). In a collection whose identity has groups, a chunk without its
+    copy of them is readable by nobody."""
+    assignment = target.assignment
+    ungrouped = not target.identity.groups
+    if assignment.tags is None and assignment.labels is None and (where is None or ungrouped):
         return where
     return SearchFilter(
         readable_by=None if where is None else where.readable_by,
+        ungrouped_readable=ungrouped,
         tags=None if assignment.tags is None else frozenset(assignment.tags),
         labels=None if assignment.labels is None else frozenset(assignment.labels),
     )

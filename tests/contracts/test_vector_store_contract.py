@@ -501,6 +501,39 @@ async def test_readable_by_keeps_public_chunks_and_those_of_a_shared_group(
     assert found == [cid(n) for n in expected]
 
 
+ODD_GROUPS: dict[int, object] = {2: ["hr"], 3: [], 4: None, 5: "hr", 6: ["eng"]}
+"""Chunk 1 has no ``groups``; the others carry these copies, as another application might write them."""
+
+
+@pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
+@pytest.mark.parametrize(
+    ("readable_by", "ungrouped_readable", "expected"),
+    [
+        ({"hr"}, True, [1, 2]),
+        ({"hr"}, False, [2]),
+        ({"eng", "hr"}, False, [2, 6]),
+        (set(), True, [1]),
+        (set(), False, []),
+    ],
+)
+async def test_a_groups_copy_that_is_no_list_of_groups_is_readable_by_nobody(
+    provider: Harness, mode: str, readable_by: set[str], ungrouped_readable: bool, expected: list[int]
+) -> None:
+    """An empty list, null or a string names no group, in every adapter and every mode; a chunk without the copy
+    is readable only where the filter says chunks without groups are (kappi: a collection without groups)."""
+    identity = await new_collection(provider)
+    records = [chunk(identity, 1, add(e(1), e(2, 0.1)))]
+    for n, groups in ODD_GROUPS.items():
+        record = chunk(identity, n, add(e(1), e(2, 0.1 * n)))
+        records.append(msgspec.structs.replace(record, payload={**record.payload, "groups": groups}))
+    await provider.store.upsert(identity.name, records)
+    where = SearchFilter(readable_by=frozenset(readable_by), ungrouped_readable=ungrouped_readable)
+
+    found = await ids_found(provider.store, identity.name, e(1), where=where, mode=mode, text="chunk")
+
+    assert sorted(found) == [cid(n) for n in expected]
+
+
 async def test_no_filter_or_empty_filter_keeps_everything(provider: Harness) -> None:
     identity = await grouped_collection(provider)
     everything = [cid(n) for n in range(1, 7)]

@@ -58,6 +58,9 @@ CHUNK_TAGS = (["policy"], ["faq"], [])
 """Chunk ``i`` of every collection carries ``CHUNK_TAGS[i]``."""
 TAG_FILTERS: tuple[list[str] | None, ...] = (None, ["policy"], ["policy", "faq"], [])
 STORES = ["qdrant", "pgvector-sql", "pgvector"]
+_NO_COPY = object()
+ODD_COPIES: tuple[object, ...] = (_NO_COPY, [], None, "hr")
+"""Copies of a collection's groups that name none of them: absent, empty, null, a string (naming a group)."""
 
 
 class World:
@@ -145,6 +148,20 @@ class World:
                     VectorRecord(id=str(uuid.uuid4()), vector=vector / np.linalg.norm(vector), payload=payload)
                 )
             await self.store.upsert(name, records)
+
+    def add_odd_copies(self, name: str) -> list[str]:
+        """Chunks of ``name`` as another application might write them, each the question word for word: one
+        without a ``groups`` copy and ones whose copy is ``[]``, null or a string naming a group; their ids."""
+        rng = np.random.default_rng(11)
+        records = []
+        for copy in ODD_COPIES:
+            vector = rng.normal(size=384).astype(np.float32)
+            payload = {**self.identity(name, []).to_dict(), "content": QUESTION, "document_id": str(uuid.uuid4())}
+            if copy is not _NO_COPY:
+                payload["groups"] = copy
+            records.append(VectorRecord(id=str(uuid.uuid4()), vector=vector / np.linalg.norm(vector), payload=payload))
+        self.run(self.store.upsert(name, records))
+        return [record.id for record in records]
 
     def retrieve(
         self,
@@ -269,6 +286,33 @@ def test_a_restricted_chunk_that_is_the_question_word_for_word_never_comes_back(
         filter_chunks=filter_chunks,
         mode=mode,
     )
+
+    assert found == [public] * CHUNKS_PER_COLLECTION
+
+
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
+@pytest.mark.parametrize(("check_identity_groups", "filter_chunks"), CHECKS)
+def test_chunks_of_a_restricted_collection_without_a_true_copy_of_its_groups_never_come_back(
+    world: World, check_identity_groups: bool, filter_chunks: bool, mode: RetrievalMode
+) -> None:
+    """Another application wrote chunks into a collection restricted to ``exec`` without the groups copy, or
+    with one that is empty, null or the string ``"hr"``. A user in ``hr`` gets none of them with either check
+    alone."""
+    restricted, public = COLLECTIONS[0], COLLECTIONS[1]
+    for name in COLLECTIONS:
+        world.run(world.store.set_groups(name, ["exec"] if name == restricted else []))
+    world.settle()
+    odd = world.add_odd_copies(restricted)
+    try:
+        found = world.retrieve(
+            [restricted, public],
+            frozenset({"hr"}),
+            check_identity_groups=check_identity_groups,
+            filter_chunks=filter_chunks,
+            mode=mode,
+        )
+    finally:
+        world.run(world.store.delete_ids(restricted, odd))
 
     assert found == [public] * CHUNKS_PER_COLLECTION
 

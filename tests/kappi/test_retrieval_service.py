@@ -418,7 +418,10 @@ async def test_each_search_carries_the_question_its_assignments_mode_weight_and_
     hybrid = searched[tagged.name]
     assert (hybrid.mode, hybrid.dense_weight, hybrid.text) == ("hybrid", 0.7, QUESTION)
     assert hybrid.where == SearchFilter(
-        readable_by=frozenset({"hr", "eng"}), tags=frozenset({"policy"}), labels=frozenset({"final", "draft"})
+        readable_by=frozenset({"hr", "eng"}),
+        ungrouped_readable=False,  # its identity has groups: a chunk without their copy is no one's
+        tags=frozenset({"policy"}),
+        labels=frozenset({"final", "draft"}),
     )
 
 

@@ -38,7 +38,7 @@ from common.vectors.base import (
     VectorRecord,
 )
 from common.vectors.fusion import RRF_K, leg_depth
-from common.vectors.records import checked_identity_payload
+from common.vectors.records import checked_identity_payload, matches_nothing
 from common.vectors.weaviate import (
     VECTOR_NAME,
     WeaviateStore,
@@ -49,7 +49,6 @@ from common.vectors.weaviate import (
     identity_properties,
     keyword_hits,
     leg_ranks,
-    matches_nothing,
     missing_properties,
     ranked_hits,
     returned_payload,
@@ -197,6 +196,17 @@ def test_readable_by_an_empty_set_keeps_only_chunks_without_groups() -> None:
     where = search_filter(SearchFilter(readable_by=frozenset()))
 
     assert _FilterToREST.convert(where) == {"operator": "And", "operands": [NOT_IDENTITY, NO_GROUPS]}
+
+
+def test_where_chunks_without_groups_are_no_ones_only_a_shared_group_reads_and_no_group_reads_nothing() -> None:
+    where = search_filter(SearchFilter(readable_by=frozenset({"hr"}), ungrouped_readable=False))
+
+    assert _FilterToREST.convert(where) == {
+        "operator": "And",
+        "operands": [NOT_IDENTITY, {"operator": "ContainsAny", "path": ["groups"], "valueTextArray": ["hr"]}],
+    }
+    assert matches_nothing(SearchFilter(readable_by=frozenset(), ungrouped_readable=False))
+    assert not matches_nothing(SearchFilter(readable_by=frozenset()))
 
 
 def test_document_ids_and_access_combine_and_serialise_for_grpc() -> None:
