@@ -35,7 +35,13 @@ _.render, _.receive_router
 _.in_memory, current_heads
 # The published contract's API for other applications.
 parse_text_payload
-# ragu_client's public API for other applications (its tests call every method; vulture reads packages only).
-_.add_documents, _.wait_for_job, _.create_chat, _.rename_chat, _.delete_chat, _.ask_streamed, sources_used
+# ragu_client's public API for other applications: a method per route of both services, in the sync and async clients
+# alike, that nothing in the packages calls. tests/ragu_client/test_openapi_models.py calls every one against the
+# operation it sends (vulture reads packages only); the stream's Done.sources_used is read by callers.
+_.activate_agent, _.add_documents, _.admin_agent, _.admin_agents, _.agent_versions, _.ask_streamed
+_.assign_collections, _.cancel_job, _.change_embedding, _.collection_documents, _.create_agent, _.create_chat
+_.create_source, _.deactivate_agent, _.delete_agent, _.delete_chat, _.delete_source, _.document_config, _.download
+_.embedding_model, _.explain_access, _.follow_run, _.health, _.ready, _.remove_documents, _.rename_chat, _.retry_job
+_.retry_run, _.set_document_config, _.sync_source, _.update_agent, _.update_source, _.wait_for_job, sources_used
 # The OpenAI-compatible API's wire fields (kappi/openai_api/models.py), serialised by name for OpenAI clients.
 owned_by, prompt_tokens, completion_tokens, total_tokens, ragu_citations, ragu_also_retrieved, finish_reason, logprobs

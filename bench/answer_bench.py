@@ -582,7 +582,7 @@ async def stack(documents: Mapping[str, Sequence[Fetched]], env: dict[str, str])
     """``ragu serve`` on its own embedded PostgreSQL, each split's documents uploaded and embedded into the
     split's collection through chonkit's API."""
     from common.auth import mint_dev_token
-    from ragu_client import ChonkitClient
+    from ragu_client import AsyncChonkitClient
     from tests.hardening.live_stack import served
 
     async with served("ragu-answer-bench-", SECRET, **env) as running:
@@ -597,7 +597,7 @@ async def stack(documents: Mapping[str, Sequence[Fetched]], env: dict[str, str])
             httpx.AsyncClient(
                 base_url=base, headers={"Authorization": f"Bearer {user_token}"}, timeout=timeout
             ) as user,
-            ChonkitClient(f"{base}/chonkit", admin_token, timeout=LLM_TIMEOUT) as chonkit,
+            AsyncChonkitClient(f"{base}/chonkit", admin_token, timeout=LLM_TIMEOUT) as chonkit,
         ):
             started = time.perf_counter()
             collections: dict[str, str] = {}
@@ -746,13 +746,13 @@ async def run_naive(
 ) -> list[Asked]:
     """The naive peer: the top :data:`NAIVE_TOP_K` chunks of chonkit's dense search over the split's collection
     (no floor), a plain stuff prompt, the model's text as is; its citations are the ``[n]`` it names."""
-    from ragu_client import ChonkitClient
+    from ragu_client import AsyncChonkitClient
 
     token = s.admin.headers["Authorization"].removeprefix("Bearer ")
     results = []
     async with (
         httpx.AsyncClient(timeout=LLM_TIMEOUT) as raw,
-        ChonkitClient(f"{str(s.admin.base_url).rstrip('/')}/chonkit", token, timeout=LLM_TIMEOUT) as chonkit,
+        AsyncChonkitClient(f"{str(s.admin.base_url).rstrip('/')}/chonkit", token, timeout=LLM_TIMEOUT) as chonkit,
     ):
         for index, question in enumerate(questions):
             started = time.perf_counter()

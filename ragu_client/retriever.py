@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
-from ragu_client.kappi import KappiClient
+from ragu_client._async import AsyncKappiClient
 
 M = TypeVar("M")
 
@@ -30,7 +30,7 @@ class Retriever(Protocol):
 class KappiRetriever:
     """An agent's collections as a retriever: retrieval only, no LLM; nothing is stored."""
 
-    def __init__(self, agent_id: UUID | str, kappi: KappiClient) -> None:
+    def __init__(self, agent_id: UUID | str, kappi: AsyncKappiClient) -> None:
         self.agent_id = agent_id
         self.kappi = kappi
 

@@ -1,31 +1,49 @@
 """``ragu_client`` against a running ``ragu serve``: the admin calls build the world (upload, collections, embed
-and follow the job, search), then users with different groups retrieve, ask and fail through the client.
+and follow the job, search, make an agent and assign its collections), then users with different groups retrieve,
+ask (streamed too, with the async and the sync client) and fail through the client.
 
 One embedded PostgreSQL and one server serve the module; the default ``extractive`` LLM answers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 
 from common.auth import mint_dev_token
 from common.config import Settings, load_settings
 from ragu_client import (
+    AsyncChonkitClient,
+    AsyncKappiClient,
+    AuthenticationError,
+    BadRequestError,
     ChonkitClient,
     Document,
     KappiClient,
     KappiRetriever,
+    NotFoundError,
     RagInputFilter,
     RaguError,
 )
-from ragu_client.models import AnswerToken, Collection, Done, Job, SearchResponse, Sources, UploadResponse
+from ragu_client.models import (
+    Agent,
+    AgentCreate,
+    AnswerToken,
+    AssignmentChanges,
+    AssignmentSpec,
+    Collection,
+    Done,
+    Job,
+    SearchResponse,
+    Sources,
+    UploadResponse,
+)
 from tests.hardening.live_stack import REPO, RaguServer, eventually, served
 
 SECRET = "live-client-hs256-secret-0123456789abcdef"
@@ -46,14 +64,15 @@ class Live:
     uploaded: UploadResponse
     jobs: list[Job]
     search: SearchResponse
+    agent: Agent
     agent_id: str
 
     def token(self, subject: str, *groups: str, admin: bool = False) -> str:
         roles = [self.settings.auth_admin_role] if admin else []
         return mint_dev_token(self.settings, subject=subject, groups=groups, roles=roles)
 
-    def kappi(self, subject: str, *groups: str) -> KappiClient:
-        return KappiClient(f"{self.server.base_url}/kappi", self.token(subject, *groups))
+    def kappi(self, subject: str, *groups: str) -> AsyncKappiClient:
+        return AsyncKappiClient(f"{self.server.base_url}/kappi", self.token(subject, *groups))
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +82,11 @@ async def live() -> AsyncIterator[Live]:
 
 
 async def _world(server: RaguServer, settings: Settings) -> Live:
-    """Three collections (``hr``, ``legal``, ``ops``), each with one document, built through the client, and
-    one agent over all three (agents are made over plain HTTP: the client has no agent admin calls)."""
+    """Three collections (``hr``, ``legal``, ``ops``), each with one document, and one agent over all three, all
+    built through the client's admin calls."""
     token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
     suffix = uuid.uuid4().hex[:6]
-    async with ChonkitClient(f"{server.base_url}/chonkit", token) as chonkit:
+    async with AsyncChonkitClient(f"{server.base_url}/chonkit", token) as chonkit:
         uploaded = await chonkit.upload([(f"{key}.txt", text) for key, text in TEXTS.items()])
         documents = {r.filename.removesuffix(".txt"): r.document for r in uploaded.results}
         collections, jobs = {}, []
@@ -79,17 +98,15 @@ async def _world(server: RaguServer, settings: Settings) -> Live:
             jobs.append(await chonkit.wait_for_job(queued.job.id))
             collections[key] = collection
         search = await chonkit.search(collections["hr"].id, QUESTION, limit=3)
-    async with httpx.AsyncClient(
-        base_url=f"{server.base_url}/kappi", headers={"Authorization": f"Bearer {token}"}, timeout=30
-    ) as admin:
-        agent = (await admin.post("/admin/agents", json={"name": "Helper"})).json()
-        assign = {
-            "add": [
-                {"vector_provider": "pgvector", "name": c.name, "instruction": "policies"} for c in collections.values()
-            ]
-        }
-        report = (await admin.put(f"/admin/agents/{agent['id']}/collections", json=assign)).json()
-        assert all(r["ok"] for r in report["results"]), report
+    async with AsyncKappiClient(f"{server.base_url}/kappi", token) as admin:
+        agent = await admin.create_agent(AgentCreate(name="Helper"))
+        specs = [
+            AssignmentSpec(vector_provider="pgvector", name=c.name, instruction="policies")
+            for c in collections.values()
+        ]
+        report = await admin.assign_collections(agent.id, AssignmentChanges(add=specs))
+        assert all(r.ok for r in report.results), report
+        agent = await admin.admin_agent(agent.id)
     return Live(
         server=server,
         settings=settings,
@@ -97,7 +114,8 @@ async def _world(server: RaguServer, settings: Settings) -> Live:
         uploaded=uploaded,
         jobs=jobs,
         search=search,
-        agent_id=agent["id"],
+        agent=agent,
+        agent_id=str(agent.id),
     )
 
 
@@ -107,7 +125,9 @@ async def test_the_admin_calls_upload_create_embed_follow_and_search(live: Live)
     assert all(j.items[0].chunks for j in live.jobs)
     assert live.search.hits
     assert "25 vacation days" in live.search.hits[0].content
-    async with ChonkitClient(f"{live.server.base_url}/chonkit", live.token("admin", admin=True)) as chonkit:
+    assert live.agent.name == "Helper"
+    assert {a.name for a in live.agent.collections} == {c.name for c in live.collections.values()}
+    async with AsyncChonkitClient(f"{live.server.base_url}/chonkit", live.token("admin", admin=True)) as chonkit:
         again = await chonkit.upload([("hr.txt", TEXTS["hr"])])
         assert [r.status for r in again.results] == ["duplicate"]
         listed = {c.name: c for c in await chonkit.collections()}
@@ -142,7 +162,7 @@ async def test_a_revoked_group_is_excluded_on_the_very_next_retrieve(live: Live)
     shown_after_revoke = []
     async with (
         live.kappi("carol", "ops") as carol,
-        ChonkitClient(f"{live.server.base_url}/chonkit", live.token("admin", admin=True)) as chonkit,
+        AsyncChonkitClient(f"{live.server.base_url}/chonkit", live.token("admin", admin=True)) as chonkit,
     ):
         retriever = KappiRetriever(live.agent_id, carol)
 
@@ -168,10 +188,12 @@ async def test_errors_raise_the_clients_exception_with_the_servers_code(live: Li
         with pytest.raises(RaguError) as too_many:
             await alice.retrieve(live.agent_id, QUESTION, top_k=201)
     assert (unknown.value.status, unknown.value.code) == (404, "agent_not_found")
+    assert isinstance(unknown.value, NotFoundError)
     assert (too_many.value.status, too_many.value.code) == (400, "invalid_request")
+    assert isinstance(too_many.value, BadRequestError)
     forged = mint_dev_token(load_settings({}, auth_hs256_secret="another-secret-0123456789abcdef-xyz"), subject="eve")
-    async with KappiClient(f"{live.server.base_url}/kappi", forged) as eve:
-        with pytest.raises(RaguError) as refused:
+    async with AsyncKappiClient(f"{live.server.base_url}/kappi", forged) as eve:
+        with pytest.raises(AuthenticationError) as refused:
             await eve.agents()
     assert (refused.value.status, refused.value.code) == (401, "invalid_signature")
     assert refused.value.detail
@@ -184,7 +206,7 @@ async def test_a_token_callable_is_asked_before_every_request(live: Live) -> Non
         asked.append("token")
         return live.token("alice", "hr")
 
-    async with KappiClient(f"{live.server.base_url}/kappi", fresh) as alice:
+    async with AsyncKappiClient(f"{live.server.base_url}/kappi", fresh) as alice:
         assert [a.id.hex for a in await alice.agents()] == [uuid.UUID(live.agent_id).hex]
         await alice.agent(live.agent_id)
     assert len(asked) == 2
@@ -203,6 +225,38 @@ async def test_ask_streamed_parses_the_sse_into_typed_events(live: Live) -> None
     answer = detail.messages[-1]
     assert (answer.id, answer.content, answer.status) == (events[-1].message_id, "".join(tokens), "complete")
     assert events[-1].sources_used == len(events[0].citations)
+
+
+async def test_the_sync_clients_stream_an_answer_and_follow_a_job_as_iterators(live: Live) -> None:
+    """The same calls without ``await``: the answer's events and the job's updates are plain iterators (run in a
+    thread, so the test's event loop stays free)."""
+
+    def ask() -> tuple[list[object], str]:
+        with KappiClient(f"{live.server.base_url}/kappi", live.token("alice", "hr")) as alice:
+            chat = alice.create_chat(live.agent_id)
+            events = list(alice.ask_streamed(chat.id, QUESTION))
+            return events, alice.chat(chat.id).messages[-1].content
+
+    def embed_again() -> list[Job]:
+        with ChonkitClient(f"{live.server.base_url}/chonkit", live.token("admin", admin=True)) as chonkit:
+            ops = live.collections["ops"]
+            document = next(d for d in chonkit.collection(ops.id).documents)
+            removed = chonkit.remove_documents(ops.id, [document.document_id])
+            assert removed.job is not None
+            updates = list(chonkit.follow_job(removed.job.id))
+            queued = chonkit.add_documents(ops.id, [document.document_id])
+            assert queued.job is not None
+            return [*updates, chonkit.wait_for_job(queued.job.id)]
+
+    events, stored = await asyncio.to_thread(ask)
+    assert isinstance(events[0], Sources)
+    assert {c.collection for c in events[0].citations} == {live.collections["hr"].name}
+    assert isinstance(events[-1], Done)
+    assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == stored
+    jobs = await asyncio.to_thread(embed_again)
+    assert jobs[-2].finished
+    assert jobs[-2].kind == "remove"
+    assert (jobs[-1].status, jobs[-1].progress.get("done")) == ("done", 1)
 
 
 async def test_a_stateless_query_and_a_chat_answer_through_the_client(live: Live) -> None:
@@ -238,13 +292,28 @@ async def test_the_input_filter_puts_the_users_passages_before_the_system_prompt
     assert "NDAs" not in system
 
 
-async def test_the_docs_example_runs_as_written(live: Live) -> None:
+def _docs_example(defines: str) -> dict[str, Any]:
+    """The namespace of docs/clients.md's python block that defines ``defines``."""
     page = (REPO / "docs" / "clients.md").read_text()
-    match = re.search(r"```python\n(.*?)```", page, re.DOTALL)
-    assert match, "docs/clients.md has a python block"
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if f"def {defines}(" in b]
+    assert len(blocks) == 1, f"docs/clients.md has one python block defining {defines}"
     namespace: dict[str, Any] = {}
-    exec(compile(match.group(1), "docs/clients.md", "exec"), namespace)  # noqa: S102 -- our own docs
+    exec(compile(blocks[0], "docs/clients.md", "exec"), namespace)  # noqa: S102 -- our own docs
+    return namespace
+
+
+async def test_the_docs_example_runs_as_written(live: Live) -> None:
+    grounded = _docs_example("grounded")["grounded"]
     kappi_url, token = f"{live.server.base_url}/kappi", live.token("alice", "hr")
-    system = await namespace["grounded"](kappi_url, token, live.agent_id, "How many vacation days do we get?")
+    system = await grounded(kappi_url, token, live.agent_id, "How many vacation days do we get?")
     assert system.startswith("<context>\nVacation: employees get 25 vacation days per year.")
     assert system.endswith("\n</context>\nAnswer from the context only.")
+
+
+async def test_the_docs_sync_example_builds_an_agent_and_streams_its_answer(live: Live) -> None:
+    handbook_agent = _docs_example("handbook_agent")["handbook_agent"]
+    files = [("handbook.txt", b"Vacation: every employee of the handbook gets 30 vacation days per year.")]
+    answer = await asyncio.to_thread(
+        handbook_agent, live.server.base_url, live.token("admin", admin=True), live.token("dana", "hr"), files
+    )
+    assert "30 vacation days" in answer
