@@ -57,7 +57,7 @@ from common.vectors.base import (
     identity_vector,
 )
 from common.vectors.changes import add_trigger, announce, announces_writes
-from common.vectors.fusion import RRF_K, leg_depth, lexical_only
+from common.vectors.fusion import RRF_K, fuse, leg_depth, lexical_only
 from common.vectors.records import (
     as_floats,
     check_retrieval,
@@ -69,6 +69,7 @@ from common.vectors.records import (
     collection_not_found,
     identity_not_found,
     is_collection_name,
+    lexical_index_missing,
     search_each,
     valid_identity,
 )
@@ -81,6 +82,14 @@ MAX_DIMENSION = 2000
 
 _NIL = uuid.UUID(IDENTITY_ID)
 CHUNKS_ONLY = f"id <> '{IDENTITY_ID}'"
+_HAS_LEXICAL_INDEX = """
+SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL
+            ELSE to_regclass($2) IS NOT NULL AND EXISTS (
+                SELECT 1 FROM information_schema.columns WHERE table_schema = $3 AND table_name = $4
+                AND column_name = 'terms')
+       END
+"""
+"""Whether a collection's table has the lexical index; NULL when there is no such table."""
 DEFAULT_EF_SEARCH = 40
 _MAX_EF_SEARCH = 1000
 SESSION_SETTINGS = {
@@ -273,6 +282,8 @@ class PgVectorStore:
         self._pool = pool
         self._session_settings: bool | None = None
         """Whether the pool's sessions carry :data:`SESSION_SETTINGS` (checked once: a pool's are alike)."""
+        self._warned_unindexed: set[str] = set()
+        """Tables without the lexical index whose hybrid searches were said to answer from the dense leg."""
 
     @property
     def provider(self) -> str:
@@ -524,9 +535,42 @@ class PgVectorStore:
         if isinstance(planned, list):
             return planned
         sql, args = planned
-        async with self._connection(search.name) as conn:
-            rows = await self._fetch(conn, sql, args, ef_search=DEFAULT_EF_SEARCH)
+        try:
+            async with self._connection(search.name) as conn:
+                rows = await self._fetch(conn, sql, args, ef_search=DEFAULT_EF_SEARCH)
+        except (NotFound, InvalidInput):
+            if not await self._lacks_lexical_index(search.name):
+                raise
+            return await self._without_lexical_index(search)
         return _lexical_answer(search, rows)
+
+    async def _lacks_lexical_index(self, name: str) -> bool:
+        """Whether ``name`` is a table without the lexical index: made by another application following the
+        contract (every table Ragu makes has it)."""
+        async with self._connection(name) as conn:
+            found = await conn.fetchval(_HAS_LEXICAL_INDEX, table_of(name), postings_of(name), SCHEMA, name)
+        return found is False
+
+    async def _without_lexical_index(self, search: Search) -> list[SearchHit]:
+        """A lexical search of a table without the lexical index fails with ``lexical_index_missing``; a hybrid
+        one answers from its dense leg alone, as Qdrant does, and says so in the log once per collection."""
+        if search.mode == "lexical":
+            raise lexical_index_missing(search.name, PROVIDER)
+        if search.name not in self._warned_unindexed:
+            self._warned_unindexed.add(search.name)
+            _log.warning(
+                "pgvector collection %r has no lexical index (not made by Ragu): hybrid searches answer with the "
+                "dense leg alone until `ragu reconcile --repair` (or upgrade_lexical) adds it",
+                search.name,
+            )
+        dense = await self.search(
+            search.name,
+            search.vector,
+            limit=leg_depth(search.limit),
+            properties=search.properties,
+            where=search.where,
+        )
+        return fuse(dense, [], dense_weight=search.dense_weight, limit=search.limit, max_distance=search.max_distance)
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         """The searches that fit the session's ``ef_search`` as one ``UNION ALL`` statement: one round trip
@@ -628,9 +672,30 @@ class PgVectorStore:
         return found
 
     async def upgrade_lexical(self, name: str) -> int:
-        """Nothing to do: migration 0012 gave every table its lexical index, and tables created since have it."""
-        checked_name(name)
-        return 0
+        """Give a table made without the lexical index (by another application following the contract) its
+        index, and analyse the chunks it holds, as migration 0012 did for Ragu's own; how many chunks were
+        indexed (0 for a table that has it: every one Ragu made)."""
+        table = table_of(name)
+        async with self._connection(name) as conn, conn.transaction():
+            if await conn.fetchval(_HAS_LEXICAL_INDEX, table, postings_of(name), SCHEMA, name) is not False:
+                return 0
+            for statement in lexical_index(name):
+                await conn.execute(statement)
+            rows = await conn.fetch(
+                f"SELECT id, coalesce(payload->>'content', '') AS content FROM {table} WHERE {CHUNKS_ONLY}"
+            )
+            columns = await asyncio.to_thread(lexical_columns, [row["content"] for row in rows], chunks=0, length=0)
+            await conn.execute(
+                f"UPDATE {table} t SET terms = string_to_array(u.terms, ',')::int4[], "
+                "term_weights = string_to_array(u.weights, ',')::real[], lexical_length = u.length "
+                "FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[]) AS u(id, terms, weights, length) "
+                "WHERE t.id = u.id",
+                [row["id"] for row in rows],
+                columns.terms,
+                columns.weights,
+                columns.lengths,
+            )
+        return len(rows)
 
     async def drop_collection(self, name: str) -> None:
         if not is_collection_name(name):

@@ -85,6 +85,7 @@ from common.vectors.records import (
     collection_not_found,
     identity_not_found,
     is_collection_name,
+    lexical_index_missing,
     matches_nothing,
     payload_dict,
     readable_chunk,
@@ -404,7 +405,7 @@ class QdrantStore:
             if not terms.ids:
                 return []
             if not await self._has_lexical(name):
-                raise lexical_index_missing(name)
+                raise lexical_index_missing(name, PROVIDER)
             leg = _Leg(name, query, search_filter(where), with_payload, depth=limit, terms=terms)
             [hits] = await self._legs([leg])
             return lexical_only(hits, limit=limit, max_distance=max_distance)
@@ -737,15 +738,6 @@ def _dense_vector_of(point: models.ScoredPoint) -> Sequence[float] | None:
     if isinstance(vector, list) and all(isinstance(x, float | int) for x in vector[:1]):
         return vector
     return None
-
-
-def lexical_index_missing(name: str) -> Unavailable:
-    return Unavailable(
-        f"Qdrant collection {name!r} has no lexical index yet (created before hybrid retrieval); it gets one on "
-        "its next write, or ask an operator to upgrade it",
-        code="lexical_index_missing",
-        extra={"collection": name, "provider": PROVIDER},
-    )
 
 
 def ties_continue(points: Sequence[models.ScoredPoint], *, limit: int, fetched: int) -> bool:

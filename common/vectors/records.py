@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from common.errors import AppError, Conflict, InvalidInput, NotFound
+from common.errors import AppError, Conflict, InvalidInput, NotFound, Unavailable
 from common.vectors.base import (
     RETRIEVAL_MODES,
     ChunkPayload,
@@ -157,6 +157,18 @@ def matches_nothing(where: SearchFilter | None) -> bool:
     if where.readable_by == frozenset() and not where.ungrouped_readable:
         return True
     return any(values is not None and not values for values in (where.document_ids, where.tags, where.labels))
+
+
+def lexical_index_missing(name: str, provider: str) -> Unavailable:
+    """A keyword search of a collection without the lexical index: one made before hybrid retrieval (Qdrant,
+    until its next write) or by another application (pgvector, until ``ragu reconcile --repair``). A hybrid
+    search of it answers from its dense leg instead."""
+    return Unavailable(
+        f"{provider} collection {name!r} has no lexical index yet, so it cannot be searched by keywords; an "
+        "operator adds it with `ragu reconcile --repair` (hybrid searches use the dense leg alone meanwhile)",
+        code="lexical_index_missing",
+        extra={"collection": name, "provider": provider},
+    )
 
 
 def check_retrieval(mode: object, dense_weight: object) -> None:

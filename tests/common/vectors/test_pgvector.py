@@ -397,6 +397,53 @@ async def test_list_identities_skips_tables_that_are_not_collections_and_leaves_
         await conn.execute('DROP TABLE vectors."pg_lower"')
 
 
+async def _foreign_collection(pool: Pool, identity: Identity, contents: list[str]) -> list[list[float]]:
+    """A collection as another application following the contract writes it: the table, the identity at the nil
+    UUID, chunks carrying the identity's properties; no lexical index, no change trigger."""
+    vectors = np.random.default_rng(5).standard_normal((len(contents), DIM)).astype(np.float32).tolist()
+    table = f'vectors."{identity.name}"'
+    async with pool.acquire() as conn:
+        await conn.execute(f"CREATE TABLE {table} (id uuid PRIMARY KEY, embedding vector({DIM}), payload jsonb)")
+        await conn.execute(
+            f"INSERT INTO {table} VALUES ($1, $2, $3)", uuid.UUID(int=0), [1.0] * DIM, identity.to_dict()
+        )
+        for n, (content, vector) in enumerate(zip(contents, vectors, strict=True), start=1):
+            payload = {**identity.to_dict(), "content": content, "document_id": str(uuid.UUID(int=100 + n))}
+            await conn.execute(f"INSERT INTO {table} VALUES ($1, $2, $3)", uuid.UUID(int=n), vector, payload)
+    return vectors
+
+
+async def test_a_collection_another_application_wrote_answers_dense_hybrid_and_after_repair_lexical(
+    store: PgVectorStore, pool: Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: its hybrid and lexical searches failed as a missing collection, which kappi read as one that
+    vanished, so the agent answered with nothing and no error."""
+    identity = new_identity()
+    contents = ["the vacation policy grants twenty days", "expenses are filed monthly", "parking is free"]
+    vectors = await _foreign_collection(pool, identity, contents)
+    name, query = identity.name, vectors[1]
+
+    dense = await store.search(name, query, limit=3, properties=["content"])
+    with caplog.at_level("WARNING", logger="common.vectors.pgvector"):
+        hybrid = await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="hybrid")
+    with pytest.raises(Unavailable) as lexical:
+        await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="lexical")
+
+    assert len(dense) == 3
+    assert [h.id for h in hybrid] == [h.id for h in dense]  # the dense leg's order
+    assert any("no lexical index" in r.getMessage() for r in caplog.records)
+    assert lexical.value.code == "lexical_index_missing"
+
+    assert await store.upgrade_lexical(name) == 3
+    assert await store.upgrade_lexical(name) == 0  # has it now
+    found = await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="lexical")
+    assert [h.payload["content"] for h in found] == [contents[0]]
+    fused = await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="hybrid")
+    assert [h.payload["content"] for h in fused if h.legs is not None and h.legs.lexical_rank is not None] == [
+        contents[0]
+    ]
+
+
 async def test_an_unreachable_server_is_unavailable() -> None:
     pool = await asyncpg.create_pool("postgresql://ragu@/ragu?host=/nonexistent-socket-dir", min_size=0)
     try:
