@@ -69,6 +69,7 @@ from ragu_client.models import (
     MigrationStatus,
     ParsePreview,
     ParsePreviewRequest,
+    Preliminary,
     Providers,
     QueryAnswer,
     QueryRequest,
@@ -94,7 +95,12 @@ Stage = Literal["queued", "parsing", "chunking", "embedding", "writing", "done",
 UNSET: Any = msgspec.UNSET
 """An argument left out: the request omits it and the service's default applies (``None`` is sent as null)."""
 
-_ANSWER_EVENTS: dict[str, type[AnswerEvent]] = {"sources": Sources, "token": AnswerToken, "done": Done}
+_ANSWER_EVENTS: dict[str, type[AnswerEvent]] = {
+    "sources": Sources,
+    "preliminary": Preliminary,
+    "token": AnswerToken,
+    "done": Done,
+}
 
 
 def _query(**params: Any) -> dict[str, Any]:
@@ -308,9 +314,10 @@ class KappiClient(Service):
         return self._call("POST", f"/chats/{chat_id}/messages", Answer, json=Question(content=content))
 
     def ask_streamed(self, chat_id: Id, content: str) -> Generator[AnswerEvent, None, None]:
-        """:class:`Sources`, then :class:`AnswerToken`\\ s, then :class:`Done`; a failed answer raises
-        :class:`~ragu_client.errors.StreamError` with its code. Closing the iterator (``contextlib.closing``)
-        closes the connection at once, which stops an answer still being written."""
+        """:class:`Sources`, then (when a model answers) one :class:`Preliminary` quote, then :class:`AnswerToken`\\ s,
+        then :class:`Done`; a failed answer raises :class:`~ragu_client.errors.StreamError` with its code. Closing
+        the iterator (``contextlib.closing``) closes the connection at once, which stops an answer still being
+        written."""
         events = self._events("POST", f"/chats/{chat_id}/messages/stream", json=Question(content=content))
         with contextlib.closing(events):
             for name, data in events:

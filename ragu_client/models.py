@@ -760,6 +760,16 @@ class Sources(msgspec.Struct, frozen=True, kw_only=True):
     citations: list[Citation]
 
 
+class Preliminary(msgspec.Struct, frozen=True, kw_only=True):
+    """While a model (not ``extractive``) reads its prompt, at most once: extractive's quote of the same passages,
+    so a reader has words at once. Not the answer (the tokens are) and not stored; ``citations`` are the numbers
+    of the ``Sources`` passages it quotes."""
+
+    text: str
+    citations: list[int]
+    provider: str
+
+
 class AnswerToken(msgspec.Struct, frozen=True, kw_only=True):
     """Answer text, in order."""
 
@@ -784,7 +794,7 @@ class Done(msgspec.Struct, frozen=True, kw_only=True):
     """Set when another LLM than the agent's answered, and why."""
 
 
-AnswerEvent = Sources | AnswerToken | Done
+AnswerEvent = Sources | Preliminary | AnswerToken | Done
 
 # chonkit: the upload's answer (a response built by hand: 201, 200 or a problem)
 

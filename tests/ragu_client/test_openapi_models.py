@@ -33,6 +33,7 @@ Client = type[KappiClient | ChonkitClient | AsyncKappiClient | AsyncChonkitClien
 
 UNDOCUMENTED = {
     m.Sources: "data of a streamed answer's SSE event",
+    m.Preliminary: "data of a streamed answer's SSE event",
     m.AnswerToken: "data of a streamed answer's SSE event",
     m.Done: "data of a streamed answer's SSE event",
     m.UploadResponse: "the upload answers a hand-built Response (201, 200 or a problem)",

@@ -48,7 +48,7 @@ from ragu_client import (
     StreamError,
     UnprocessableEntityError,
 )
-from ragu_client.models import AnswerToken, Sources
+from ragu_client.models import AnswerToken, Preliminary, Sources
 from tests.support.cohere_standin import serve_on_loopback
 
 AGENT = UserAgent(id=uuid.uuid4(), name="Helper", description="HR policies", llm_model="extractive")
@@ -110,6 +110,7 @@ def _app(standin: Standin) -> Litestar:
 
         async def events() -> AsyncIterator[Event]:  # as kappi/chat/answering.py sends a failed answer
             yield Event(event="sources", data={"citations": []})
+            yield Event(event="preliminary", data={"text": "25 days.", "citations": [1], "provider": "extractive"})
             yield Event(event="token", data={"text": "25 "})
             yield Event(event="error", data={"code": "llm_failed", "detail": "the model stopped answering"})
 
@@ -275,7 +276,7 @@ def test_standin_an_error_event_in_a_stream_raises_its_code_after_the_events_bef
     assert failed.value.detail == "the model stopped answering"
     with pytest.raises(StreamError):
         collect(fresh.base_url)
-    assert [type(e) for e in seen] == [Sources, AnswerToken]
+    assert [type(e) for e in seen] == [Sources, Preliminary, AnswerToken]
 
 
 def test_standin_a_stream_refused_before_it_began_is_retried_like_any_call(fresh: Standin, call: Call) -> None:
