@@ -187,13 +187,9 @@ class AsyncService:
         params: dict[str, Any] | None = None,
         files: Files | None = None,
     ) -> httpx.Response:
-        """The answer, read whole; an error answer raises, after the retries the policy allows."""
-        async with self._opened(method, path, json=json, params=params, files=files) as response:
-            try:
-                await response.aread()
-            except FAILURES as exc:
-                raise no_answer(exc) from None
-            return response
+        """The answer, read whole; an error answer raises, after the retries the policy allows. The body is read
+        inside the retries, so a connection that breaks while it arrives is retried as the policy says."""
+        return await self._send(method, path, json, params, files, stream=False)
 
     async def _events(self, method: str, path: str, *, json: Any = None) -> AsyncGenerator[tuple[str, bytes], None]:
         """(event name, data) of a Server-Sent Events answer, as each arrives; an ``error`` event raises
@@ -221,16 +217,17 @@ class AsyncService:
         params: dict[str, Any] | None = None,
         files: Files | None = None,
     ) -> AsyncIterator[httpx.Response]:
-        response = await self._send(method, path, json, params, files)
+        response = await self._send(method, path, json, params, files, stream=True)
         try:
             yield response
         finally:
             await response.aclose()
 
     async def _send(
-        self, method: str, path: str, json: Any, params: dict[str, Any] | None, files: Files | None
+        self, method: str, path: str, json: Any, params: dict[str, Any] | None, files: Files | None, *, stream: bool
     ) -> httpx.Response:
-        """The first answer that is not an error, its body not read yet; or the error, after the retries."""
+        """The first answer that is not an error (``stream``: its body not read yet); or the error, after the
+        retries."""
         retry = 0
         while True:
             content, headers = prepared(json, await token_async(self._token), self._headers)
@@ -238,7 +235,7 @@ class AsyncService:
                 request = self._http.build_request(
                     method, path, content=content, params=params, files=files, headers=headers
                 )
-                response = await self._http.send(request, stream=True)
+                response = await self._http.send(request, stream=stream)
             except FAILURES as exc:
                 wait = self.retries.after_failure(retry, method, exc)
                 if wait is None:

@@ -187,13 +187,9 @@ class Service:
         params: dict[str, Any] | None = None,
         files: Files | None = None,
     ) -> httpx.Response:
-        """The answer, read whole; an error answer raises, after the retries the policy allows."""
-        with self._opened(method, path, json=json, params=params, files=files) as response:
-            try:
-                response.read()
-            except FAILURES as exc:
-                raise no_answer(exc) from None
-            return response
+        """The answer, read whole; an error answer raises, after the retries the policy allows. The body is read
+        inside the retries, so a connection that breaks while it arrives is retried as the policy says."""
+        return self._send(method, path, json, params, files, stream=False)
 
     def _events(self, method: str, path: str, *, json: Any = None) -> Generator[tuple[str, bytes], None, None]:
         """(event name, data) of a Server-Sent Events answer, as each arrives; an ``error`` event raises
@@ -221,16 +217,17 @@ class Service:
         params: dict[str, Any] | None = None,
         files: Files | None = None,
     ) -> Iterator[httpx.Response]:
-        response = self._send(method, path, json, params, files)
+        response = self._send(method, path, json, params, files, stream=True)
         try:
             yield response
         finally:
             response.close()
 
     def _send(
-        self, method: str, path: str, json: Any, params: dict[str, Any] | None, files: Files | None
+        self, method: str, path: str, json: Any, params: dict[str, Any] | None, files: Files | None, *, stream: bool
     ) -> httpx.Response:
-        """The first answer that is not an error, its body not read yet; or the error, after the retries."""
+        """The first answer that is not an error (``stream``: its body not read yet); or the error, after the
+        retries."""
         retry = 0
         while True:
             content, headers = prepared(json, token_sync(self._token), self._headers)
@@ -238,7 +235,7 @@ class Service:
                 request = self._http.build_request(
                     method, path, content=content, params=params, files=files, headers=headers
                 )
-                response = self._http.send(request, stream=True)
+                response = self._http.send(request, stream=stream)
             except FAILURES as exc:
                 wait = self.retries.after_failure(retry, method, exc)
                 if wait is None:

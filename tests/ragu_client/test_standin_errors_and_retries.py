@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from litestar import Litestar, MediaType, Response, get, post
 from litestar.params import FromPath
-from litestar.response import ServerSentEvent
+from litestar.response import ServerSentEvent, Stream
 
 from common.errors import AppError, InvalidInput, NotFound, Unauthorized, Unavailable
 from common.http.problems import EXCEPTION_HANDLERS
@@ -116,7 +116,20 @@ def _app(standin: Standin) -> Litestar:
 
         return ServerSentEvent(kappi_sse(events()))
 
-    return Litestar(route_handlers=[agents, query, stream], exception_handlers=EXCEPTION_HANDLERS, logging_config=None)
+    @get("/kappi/chats/{chat_id:uuid}", status_code=200)
+    async def broken(chat_id: FromPath[uuid.UUID]) -> Any:
+        """Headers and half a body, then the connection drops (a server that died mid-answer)."""
+        await standin.next_step("broken")
+
+        async def half() -> AsyncIterator[bytes]:
+            yield b'{"chat": {"id": '
+            raise ConnectionAbortedError("the stand-in drops the connection")
+
+        return Stream(half(), media_type=MediaType.JSON)
+
+    return Litestar(
+        route_handlers=[agents, query, stream, broken], exception_handlers=EXCEPTION_HANDLERS, logging_config=None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +221,14 @@ def test_standin_a_refused_connection_is_a_connection_error(call: Call) -> None:
     assert (failed.value.status, failed.value.code) == (None, "connection_error")
     assert not isinstance(failed.value, APITimeoutError)
     assert "ConnectError" in failed.value.detail
+
+
+def test_standin_a_connection_that_breaks_mid_answer_is_a_connection_error(fresh: Standin, call: Call) -> None:
+    """Retried for a ``GET`` (nothing was changed), then raised as the client's error, never httpx's."""
+    with pytest.raises(APIConnectionError) as failed:
+        call(fresh.base_url, "chat", uuid.uuid4(), retries=FAST)
+    assert (failed.value.status, failed.value.code) == (None, "connection_error")
+    assert [what for what, _ in fresh.arrivals] == ["broken"] * 3
 
 
 def test_standin_a_timeout_is_retried_for_a_get_and_not_for_a_post(fresh: Standin, call: Call) -> None:
