@@ -8,8 +8,9 @@ import json
 from importlib import resources
 from typing import Any, Final
 
-SCHEMA_NAMES: Final = ("identity", "text-payload")
-"""Every published schema; ``<name>.schema.json`` is its file and the last segment of its ``$id``."""
+SCHEMA_NAMES: Final = ("chunk", "identity", "text-payload")
+"""Every published schema, sorted; ``<name>.schema.json`` is its file and the last segment of its ``$id``.
+``identity`` and ``text-payload`` are the seed's, unchanged; ``chunk`` restates both for a whole chunk."""
 
 MEDIA_TYPE: Final = "application/schema+json"
 """The media type to serve the files with (JSON Schema 2020-12, section 14)."""

@@ -78,6 +78,14 @@ class TextPayload(msgspec.Struct, frozen=True, kw_only=True):
     document_id: Annotated[str, msgspec.Meta(description="The UUID of the document. Relevant to Chonkit.")]
 
 
+class Chunk(Identity, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """The payload of a chunk vector as a writer stores it: its collection's identity properties (checked as an
+    Identity's are) and the text payload. Unknown fields are ignored, as in :class:`TextPayload`."""
+
+    content: Annotated[str, msgspec.Meta(description="The original text of the embedding (vector).")]
+    document_id: Annotated[str, msgspec.Meta(description="The UUID of the document. Relevant to Chonkit.")]
+
+
 def parse_identity(obj: object) -> Identity:
     """Turn a decoded JSON value into an :class:`Identity`, reporting every schema violation at once.
 
@@ -86,6 +94,16 @@ def parse_identity(obj: object) -> Identity:
     """
     validate("identity", obj)
     return msgspec.convert(obj, Identity)
+
+
+def parse_chunk(obj: object) -> Chunk:
+    """Turn a decoded JSON value into a :class:`Chunk`, dropping the extra properties it may carry.
+
+    Raises:
+        SchemaViolation: ``obj`` breaks the chunk schema.
+    """
+    validate("chunk", obj)
+    return msgspec.convert(obj, Chunk)
 
 
 def parse_text_payload(obj: object) -> TextPayload:

@@ -204,6 +204,7 @@ async def test_chunk_payloads_read_back_whole_and_valid_as_text_payloads(provide
     for hit in hits:
         TEXT_PAYLOAD_RS.validate(hit.payload)
         validate("text-payload", hit.payload)
+        validate("chunk", hit.payload)  # what Ragu writes is what it asks other writers for
 
 
 @pytest.mark.parametrize("groups", [["hr"], None], ids=["groups", "public"])

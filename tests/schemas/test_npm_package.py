@@ -147,6 +147,6 @@ def test_the_package_reaches_the_python_verdict_and_violations(index: int, name:
 
 def test_an_unknown_schema_name_is_refused_with_the_known_ones() -> None:
     assert _node()["unknown"] == {
-        "message": 'unknown schema "nope"; known schemas: identity, text-payload',
+        "message": 'unknown schema "nope"; known schemas: chunk, identity, text-payload',
         "isUnknownSchema": True,
     }

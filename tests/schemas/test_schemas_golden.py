@@ -18,10 +18,10 @@ import msgspec
 import pytest
 
 from schemas import SCHEMA_NAMES, SchemaViolation, errors, load, validate
-from schemas.models import Identity, TextPayload
+from schemas.models import Chunk, Identity, TextPayload
 
 GOLDEN = Path(__file__).parent / "golden"
-MODELS: dict[str, type[msgspec.Struct]] = {"identity": Identity, "text-payload": TextPayload}
+MODELS: dict[str, type[msgspec.Struct]] = {"chunk": Chunk, "identity": Identity, "text-payload": TextPayload}
 
 
 def _cases() -> list[Any]:

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from schemas import SchemaViolation, load, validate
-from schemas.models import NAME_PATTERN, Identity, TextPayload, parse_identity, parse_text_payload
+from schemas.models import NAME_PATTERN, Chunk, Identity, TextPayload, parse_chunk, parse_identity, parse_text_payload
 
 GOLDEN = Path(__file__).parent / "golden"
 IDENTITY: dict[str, Any] = {
@@ -27,7 +27,7 @@ def _golden(name: str, *, valid: bool) -> list[Any]:
     return [pytest.param(case["data"], id=case["description"]) for case in cases if case["valid"] is valid]
 
 
-@pytest.mark.parametrize(("model", "name"), [(Identity, "identity"), (TextPayload, "text-payload")])
+@pytest.mark.parametrize(("model", "name"), [(Chunk, "chunk"), (Identity, "identity"), (TextPayload, "text-payload")])
 def test_msgspec_schema_of_the_model_matches_the_file(model: type[msgspec.Struct], name: str) -> None:
     generated = msgspec.json.schema(model)["$defs"][model.__name__]
     published = load(name)
@@ -96,3 +96,24 @@ def test_parse_text_payload_keeps_content_and_document_id_and_drops_extras() -> 
     assert parse_text_payload(chunk) == TextPayload(content="Leave is 25 days.", document_id="9b1d")
     with pytest.raises(SchemaViolation, match="'content' is a required property"):
         parse_text_payload({"document_id": "9b1d"})
+
+
+def test_the_chunk_schema_restates_the_identity_and_text_payload_schemas_exactly() -> None:
+    """The chunk file stands alone (no $ref to resolve), so nothing but this test keeps it equal to the seed's."""
+    chunk, identity, text = load("chunk"), load("identity"), load("text-payload")
+
+    assert chunk["properties"] == {**identity["properties"], **text["properties"]}
+    assert chunk["required"] == [*identity["required"], *text["required"]]
+    assert "additionalProperties" not in chunk  # open, like the text payload
+
+
+def test_parse_chunk_checks_the_identity_rules_and_drops_extras() -> None:
+    data = {**IDENTITY, "groups": ["hr"], "content": "Leave is 25 days.", "document_id": "d1", "chunk_index": 3}
+
+    chunk = parse_chunk(data)
+
+    assert (chunk.name, chunk.groups, chunk.content) == ("Hr_docs", ["hr"], "Leave is 25 days.")
+    with pytest.raises(SchemaViolation):
+        parse_chunk({**data, "groups": []})
+    with pytest.raises(ValueError, match="groups"):
+        Chunk(**{**IDENTITY, "groups": [], "content": "x", "document_id": "d1"})
