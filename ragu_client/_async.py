@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
+from urllib.parse import quote
 from uuid import UUID
 
 import httpx
@@ -107,6 +108,11 @@ def _query(**params: Any) -> dict[str, Any]:
     return {name: str(value) for name, value in params.items() if value is not None}
 
 
+def _seg(value: Id) -> str:
+    """A path parameter as one path segment: a ``/``, ``?``, ``#`` or ``..`` in it cannot reach another route."""
+    return quote(str(value), safe="").replace(".", "%2E")
+
+
 def _uuid(value: Id) -> UUID:
     return value if isinstance(value, UUID) else UUID(value)
 
@@ -168,7 +174,7 @@ class AsyncService:
 
     async def schema(self, name: str) -> dict[str, Any]:
         """One of the contract's JSON Schemas (``identity``, ``text-payload``)."""
-        return await self._call("GET", f"/schemas/{name}", dict[str, Any])
+        return await self._call("GET", f"/schemas/{_seg(name)}", dict[str, Any])
 
     # the transport
 
@@ -267,13 +273,13 @@ class AsyncKappiClient(AsyncService):
         return await self._call("GET", "/agents", list[UserAgent])
 
     async def agent(self, agent_id: Id) -> UserAgent:
-        return await self._call("GET", f"/agents/{agent_id}", UserAgent)
+        return await self._call("GET", f"/agents/{_seg(agent_id)}", UserAgent)
 
     async def query(self, agent_id: Id, content: str, *, filters: RetrievalFilters | None = UNSET) -> QueryAnswer:
         """Ask once, without a chat: the answer with its citations; nothing is stored. ``filters`` narrow the
         documents searched by tag or label."""
         body = QueryRequest(content=content, filters=filters)
-        return await self._call("POST", f"/agents/{agent_id}/query", QueryAnswer, json=body)
+        return await self._call("POST", f"/agents/{_seg(agent_id)}/query", QueryAnswer, json=body)
 
     async def retrieve(
         self,
@@ -287,7 +293,7 @@ class AsyncKappiClient(AsyncService):
         """The passages a question finds, best first, without an answer (no LLM is called); ``top_k`` up to 200,
         ``group_by="document"`` for each document's best passage with its count."""
         body = RetrieveRequest(content=content, top_k=top_k, filters=filters, group_by=group_by)
-        return await self._call("POST", f"/agents/{agent_id}/retrieve", Retrieved, json=body)
+        return await self._call("POST", f"/agents/{_seg(agent_id)}/retrieve", Retrieved, json=body)
 
     async def create_chat(self, agent_id: Id, title: str | None = UNSET) -> Chat:
         body = ChatCreate(agent_id=_uuid(agent_id), title=title)
@@ -298,24 +304,24 @@ class AsyncKappiClient(AsyncService):
         return await self._call("GET", "/chats", list[Chat], params=_query(limit=limit, offset=offset))
 
     async def chat(self, chat_id: Id) -> ChatDetail:
-        return await self._call("GET", f"/chats/{chat_id}", ChatDetail)
+        return await self._call("GET", f"/chats/{_seg(chat_id)}", ChatDetail)
 
     async def rename_chat(self, chat_id: Id, title: str) -> Chat:
-        return await self._call("PATCH", f"/chats/{chat_id}", Chat, json=ChatRename(title=title))
+        return await self._call("PATCH", f"/chats/{_seg(chat_id)}", Chat, json=ChatRename(title=title))
 
     async def delete_chat(self, chat_id: Id) -> None:
-        await self._request("DELETE", f"/chats/{chat_id}")
+        await self._request("DELETE", f"/chats/{_seg(chat_id)}")
 
     async def ask(self, chat_id: Id, content: str) -> Answer:
         """A question in a chat, answered as a whole (the chat's recent turns go with it)."""
-        return await self._call("POST", f"/chats/{chat_id}/messages", Answer, json=Question(content=content))
+        return await self._call("POST", f"/chats/{_seg(chat_id)}/messages", Answer, json=Question(content=content))
 
     async def ask_streamed(self, chat_id: Id, content: str) -> AsyncGenerator[AnswerEvent, None]:
         """:class:`Sources`, then (when a model answers) one :class:`Preliminary` quote, then :class:`AnswerToken`\\ s,
         then :class:`Done`; a failed answer raises :class:`~ragu_client.errors.StreamError` with its code. Closing
         the iterator (``contextlib.aclosing``) closes the connection at once, which stops an answer still being
         written."""
-        events = self._events("POST", f"/chats/{chat_id}/messages/stream", json=Question(content=content))
+        events = self._events("POST", f"/chats/{_seg(chat_id)}/messages/stream", json=Question(content=content))
         async with contextlib.aclosing(events):
             async for name, data in events:
                 kind = _ANSWER_EVENTS.get(name)
@@ -329,34 +335,34 @@ class AsyncKappiClient(AsyncService):
         return await self._call("GET", "/admin/agents", list[Agent])
 
     async def admin_agent(self, agent_id: Id) -> Agent:
-        return await self._call("GET", f"/admin/agents/{agent_id}", Agent)
+        return await self._call("GET", f"/admin/agents/{_seg(agent_id)}", Agent)
 
     async def create_agent(self, agent: AgentCreate) -> Agent:
         return await self._call("POST", "/admin/agents", Agent, json=agent)
 
     async def update_agent(self, agent_id: Id, changes: AgentUpdate) -> Agent:
         """A change of its configuration makes a new version; questions under way keep theirs."""
-        return await self._call("PATCH", f"/admin/agents/{agent_id}", Agent, json=changes)
+        return await self._call("PATCH", f"/admin/agents/{_seg(agent_id)}", Agent, json=changes)
 
     async def delete_agent(self, agent_id: Id) -> None:
-        await self._request("DELETE", f"/admin/agents/{agent_id}")
+        await self._request("DELETE", f"/admin/agents/{_seg(agent_id)}")
 
     async def activate_agent(self, agent_id: Id) -> Agent:
-        return await self._call("POST", f"/admin/agents/{agent_id}/activate", Agent)
+        return await self._call("POST", f"/admin/agents/{_seg(agent_id)}/activate", Agent)
 
     async def deactivate_agent(self, agent_id: Id) -> Agent:
-        return await self._call("POST", f"/admin/agents/{agent_id}/deactivate", Agent)
+        return await self._call("POST", f"/admin/agents/{_seg(agent_id)}/deactivate", Agent)
 
     async def agent_versions(self, agent_id: Id) -> list[AgentVersion]:
-        return await self._call("GET", f"/admin/agents/{agent_id}/versions", list[AgentVersion])
+        return await self._call("GET", f"/admin/agents/{_seg(agent_id)}/versions", list[AgentVersion])
 
     async def assign_collections(self, agent_id: Id, changes: AssignmentChanges) -> AssignmentReport:
         """Add and remove the agent's collections; each has its own result (``ok``, or a ``code``)."""
-        return await self._call("PUT", f"/admin/agents/{agent_id}/collections", AssignmentReport, json=changes)
+        return await self._call("PUT", f"/admin/agents/{_seg(agent_id)}/collections", AssignmentReport, json=changes)
 
     async def explain_access(self, agent_id: Id, who: AccessQuery) -> AccessExplanation:
         """What a user with these groups (or this token) would see of the agent, and why."""
-        return await self._call("POST", f"/admin/agents/{agent_id}/access", AccessExplanation, json=who)
+        return await self._call("POST", f"/admin/agents/{_seg(agent_id)}/access", AccessExplanation, json=who)
 
     async def llms(self) -> LlmCatalog:
         """The LLM providers and models agents may use."""
@@ -383,34 +389,34 @@ class AsyncChonkitClient(AsyncService):
         return await self._call("GET", "/documents", DocumentPage, params=params)
 
     async def document(self, document_id: Id) -> Document:
-        return await self._call("GET", f"/documents/{document_id}", Document)
+        return await self._call("GET", f"/documents/{_seg(document_id)}", Document)
 
     async def update_document(self, document_id: Id, changes: DocumentPatch) -> Document:
         """Rename it, or set its label and tags (which its chunks carry for filters)."""
-        return await self._call("PATCH", f"/documents/{document_id}", Document, json=changes)
+        return await self._call("PATCH", f"/documents/{_seg(document_id)}", Document, json=changes)
 
     async def delete_document(self, document_id: Id) -> None:
-        await self._request("DELETE", f"/documents/{document_id}")
+        await self._request("DELETE", f"/documents/{_seg(document_id)}")
 
     async def download(self, document_id: Id) -> bytes:
         """The document's bytes as uploaded."""
-        response = await self._request("GET", f"/documents/{document_id}/content")
+        response = await self._request("GET", f"/documents/{_seg(document_id)}/content")
         return response.content
 
     async def document_config(self, document_id: Id) -> DocumentConfig:
-        return await self._call("GET", f"/documents/{document_id}/config", DocumentConfig)
+        return await self._call("GET", f"/documents/{_seg(document_id)}/config", DocumentConfig)
 
     async def set_document_config(self, document_id: Id, config: DocumentConfig) -> DocumentConfig:
         """How the document is parsed and chunked from its next embedding on."""
-        return await self._call("PUT", f"/documents/{document_id}/config", DocumentConfig, json=config)
+        return await self._call("PUT", f"/documents/{_seg(document_id)}/config", DocumentConfig, json=config)
 
     async def preview_parse(self, document_id: Id, request: ParsePreviewRequest | None = None) -> ParsePreview:
         body = request or ParsePreviewRequest()
-        return await self._call("POST", f"/documents/{document_id}/preview/parse", ParsePreview, json=body)
+        return await self._call("POST", f"/documents/{_seg(document_id)}/preview/parse", ParsePreview, json=body)
 
     async def preview_chunks(self, document_id: Id, request: ChunkPreviewRequest | None = None) -> ChunkPreview:
         body = request or ChunkPreviewRequest()
-        return await self._call("POST", f"/documents/{document_id}/preview/chunks", ChunkPreview, json=body)
+        return await self._call("POST", f"/documents/{_seg(document_id)}/preview/chunks", ChunkPreview, json=body)
 
     # collections
 
@@ -418,7 +424,7 @@ class AsyncChonkitClient(AsyncService):
         return await self._call("GET", "/collections", list[Collection])
 
     async def collection(self, collection_id: Id) -> CollectionDetail:
-        return await self._call("GET", f"/collections/{collection_id}", CollectionDetail)
+        return await self._call("GET", f"/collections/{_seg(collection_id)}", CollectionDetail)
 
     async def create_collection(
         self,
@@ -440,35 +446,35 @@ class AsyncChonkitClient(AsyncService):
         return await self._call("POST", "/collections", Collection, json=body)
 
     async def delete_collection(self, collection_id: Id) -> None:
-        await self._request("DELETE", f"/collections/{collection_id}")
+        await self._request("DELETE", f"/collections/{_seg(collection_id)}")
 
     async def set_groups(self, collection_id: Id, groups: Sequence[str]) -> Collection:
         """Replace who may read the collection (empty: everyone); applies to the chunks before it returns."""
         body = GroupsUpdate(groups=list(groups))
-        return await self._call("PUT", f"/collections/{collection_id}/groups", Collection, json=body)
+        return await self._call("PUT", f"/collections/{_seg(collection_id)}/groups", Collection, json=body)
 
     async def collection_documents(self, collection_id: Id) -> list[CollectionDocument]:
-        return await self._call("GET", f"/collections/{collection_id}/documents", list[CollectionDocument])
+        return await self._call("GET", f"/collections/{_seg(collection_id)}/documents", list[CollectionDocument])
 
     async def add_documents(self, collection_id: Id, document_ids: Sequence[Id]) -> JobCreated:
         """Queue the documents' embedding; follow the job with :meth:`follow_job` or :meth:`wait_for_job`."""
         body = DocumentIds(document_ids=_listed(document_ids, _uuid))
-        return await self._call("POST", f"/collections/{collection_id}/documents", JobCreated, json=body)
+        return await self._call("POST", f"/collections/{_seg(collection_id)}/documents", JobCreated, json=body)
 
     async def remove_documents(self, collection_id: Id, document_ids: Sequence[Id]) -> JobCreated:
         """Queue the removal of the documents' chunks from the collection."""
         body = DocumentIds(document_ids=_listed(document_ids, _uuid))
-        return await self._call("POST", f"/collections/{collection_id}/documents/remove", JobCreated, json=body)
+        return await self._call("POST", f"/collections/{_seg(collection_id)}/documents/remove", JobCreated, json=body)
 
     async def embedding_model(self, collection_id: Id) -> CollectionModel:
-        return await self._call("GET", f"/collections/{collection_id}/embedding", CollectionModel)
+        return await self._call("GET", f"/collections/{_seg(collection_id)}/embedding", CollectionModel)
 
     async def change_embedding(self, collection_id: Id, change: EmbeddingChange) -> MigrationStatus:
         """Re-embed the collection with another model, in the background; questions switch when it is complete."""
-        return await self._call("PUT", f"/collections/{collection_id}/embedding", MigrationStatus, json=change)
+        return await self._call("PUT", f"/collections/{_seg(collection_id)}/embedding", MigrationStatus, json=change)
 
     async def reports(self, collection_id: Id) -> list[EmbeddingReport]:
-        return await self._call("GET", f"/collections/{collection_id}/reports", list[EmbeddingReport])
+        return await self._call("GET", f"/collections/{_seg(collection_id)}/reports", list[EmbeddingReport])
 
     async def search(
         self,
@@ -496,7 +502,7 @@ class AsyncChonkitClient(AsyncService):
             labels=_listed(labels, str),
             group_by=group_by,
         )
-        return await self._call("POST", f"/collections/{collection_id}/search", SearchResponse, json=body)
+        return await self._call("POST", f"/collections/{_seg(collection_id)}/search", SearchResponse, json=body)
 
     async def providers(self) -> Providers:
         """The embedding and vector providers this deployment offers."""
@@ -513,18 +519,18 @@ class AsyncChonkitClient(AsyncService):
     ) -> Job:
         """The job with a page of its items (``stage``: only items in that stage)."""
         params = _query(limit=limit, offset=offset, stage=stage)
-        return await self._call("GET", f"/jobs/{job_id}", Job, params=params)
+        return await self._call("GET", f"/jobs/{_seg(job_id)}", Job, params=params)
 
     async def cancel_job(self, job_id: Id) -> Job:
-        return await self._call("POST", f"/jobs/{job_id}/cancel", Job)
+        return await self._call("POST", f"/jobs/{_seg(job_id)}/cancel", Job)
 
     async def retry_job(self, job_id: Id) -> Job:
-        return await self._call("POST", f"/jobs/{job_id}/retry", Job)
+        return await self._call("POST", f"/jobs/{_seg(job_id)}/retry", Job)
 
     async def follow_job(self, job_id: Id) -> AsyncGenerator[Job, None]:
         """The job's events as they happen: first its counts, then each change (``items``: the items that
         changed), ending when the job finishes."""
-        async with contextlib.aclosing(self._events("GET", f"/jobs/{job_id}/events")) as events:
+        async with contextlib.aclosing(self._events("GET", f"/jobs/{_seg(job_id)}/events")) as events:
             async for name, data in events:
                 if name == "job":
                     yield decode(data, Job, 200)
@@ -540,44 +546,46 @@ class AsyncChonkitClient(AsyncService):
     # sources
 
     async def sources(self, collection_id: Id) -> list[Source]:
-        return await self._call("GET", f"/collections/{collection_id}/sources", list[Source])
+        return await self._call("GET", f"/collections/{_seg(collection_id)}/sources", list[Source])
 
     async def source(self, collection_id: Id, source_id: Id) -> Source:
-        return await self._call("GET", f"/collections/{collection_id}/sources/{source_id}", Source)
+        return await self._call("GET", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}", Source)
 
     async def create_source(self, collection_id: Id, source: SourceCreate) -> Source:
         """A folder on the server or a web site the collection follows."""
-        return await self._call("POST", f"/collections/{collection_id}/sources", Source, json=source)
+        return await self._call("POST", f"/collections/{_seg(collection_id)}/sources", Source, json=source)
 
     async def update_source(self, collection_id: Id, source_id: Id, changes: SourceUpdate) -> Source:
-        path = f"/collections/{collection_id}/sources/{source_id}"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}"
         return await self._call("PATCH", path, Source, json=changes)
 
     async def delete_source(self, collection_id: Id, source_id: Id) -> None:
-        await self._request("DELETE", f"/collections/{collection_id}/sources/{source_id}")
+        await self._request("DELETE", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}")
 
     async def sync_source(self, collection_id: Id, source_id: Id) -> Run:
         """Start a sync now: the run embeds what is new or changed and removes what is gone."""
-        return await self._call("POST", f"/collections/{collection_id}/sources/{source_id}/sync", Run)
+        return await self._call("POST", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/sync", Run)
 
     async def runs(self, collection_id: Id, source_id: Id, *, limit: int | None = None) -> list[Run]:
-        path = f"/collections/{collection_id}/sources/{source_id}/runs"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs"
         return await self._call("GET", path, list[Run], params=_query(limit=limit))
 
     async def run(self, collection_id: Id, source_id: Id, run_id: Id) -> Run:
-        return await self._call("GET", f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}", Run)
+        return await self._call(
+            "GET", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}", Run
+        )
 
     async def cancel_run(self, collection_id: Id, source_id: Id, run_id: Id) -> Run:
-        path = f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}/cancel"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}/cancel"
         return await self._call("POST", path, Run)
 
     async def retry_run(self, collection_id: Id, source_id: Id, run_id: Id) -> Run:
-        path = f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}/retry"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}/retry"
         return await self._call("POST", path, Run)
 
     async def follow_run(self, collection_id: Id, source_id: Id, run_id: Id) -> AsyncGenerator[Run, None]:
         """The run now, then whenever its status, report or job progress changes, ending when it finishes."""
-        path = f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}/events"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}/events"
         async with contextlib.aclosing(self._events("GET", path)) as events:
             async for name, data in events:
                 if name == "run":

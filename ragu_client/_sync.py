@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
+from urllib.parse import quote
 from uuid import UUID
 
 import httpx
@@ -107,6 +108,11 @@ def _query(**params: Any) -> dict[str, Any]:
     return {name: str(value) for name, value in params.items() if value is not None}
 
 
+def _seg(value: Id) -> str:
+    """A path parameter as one path segment: a ``/``, ``?``, ``#`` or ``..`` in it cannot reach another route."""
+    return quote(str(value), safe="").replace(".", "%2E")
+
+
 def _uuid(value: Id) -> UUID:
     return value if isinstance(value, UUID) else UUID(value)
 
@@ -168,7 +174,7 @@ class Service:
 
     def schema(self, name: str) -> dict[str, Any]:
         """One of the contract's JSON Schemas (``identity``, ``text-payload``)."""
-        return self._call("GET", f"/schemas/{name}", dict[str, Any])
+        return self._call("GET", f"/schemas/{_seg(name)}", dict[str, Any])
 
     # the transport
 
@@ -267,13 +273,13 @@ class KappiClient(Service):
         return self._call("GET", "/agents", list[UserAgent])
 
     def agent(self, agent_id: Id) -> UserAgent:
-        return self._call("GET", f"/agents/{agent_id}", UserAgent)
+        return self._call("GET", f"/agents/{_seg(agent_id)}", UserAgent)
 
     def query(self, agent_id: Id, content: str, *, filters: RetrievalFilters | None = UNSET) -> QueryAnswer:
         """Ask once, without a chat: the answer with its citations; nothing is stored. ``filters`` narrow the
         documents searched by tag or label."""
         body = QueryRequest(content=content, filters=filters)
-        return self._call("POST", f"/agents/{agent_id}/query", QueryAnswer, json=body)
+        return self._call("POST", f"/agents/{_seg(agent_id)}/query", QueryAnswer, json=body)
 
     def retrieve(
         self,
@@ -287,7 +293,7 @@ class KappiClient(Service):
         """The passages a question finds, best first, without an answer (no LLM is called); ``top_k`` up to 200,
         ``group_by="document"`` for each document's best passage with its count."""
         body = RetrieveRequest(content=content, top_k=top_k, filters=filters, group_by=group_by)
-        return self._call("POST", f"/agents/{agent_id}/retrieve", Retrieved, json=body)
+        return self._call("POST", f"/agents/{_seg(agent_id)}/retrieve", Retrieved, json=body)
 
     def create_chat(self, agent_id: Id, title: str | None = UNSET) -> Chat:
         body = ChatCreate(agent_id=_uuid(agent_id), title=title)
@@ -298,24 +304,24 @@ class KappiClient(Service):
         return self._call("GET", "/chats", list[Chat], params=_query(limit=limit, offset=offset))
 
     def chat(self, chat_id: Id) -> ChatDetail:
-        return self._call("GET", f"/chats/{chat_id}", ChatDetail)
+        return self._call("GET", f"/chats/{_seg(chat_id)}", ChatDetail)
 
     def rename_chat(self, chat_id: Id, title: str) -> Chat:
-        return self._call("PATCH", f"/chats/{chat_id}", Chat, json=ChatRename(title=title))
+        return self._call("PATCH", f"/chats/{_seg(chat_id)}", Chat, json=ChatRename(title=title))
 
     def delete_chat(self, chat_id: Id) -> None:
-        self._request("DELETE", f"/chats/{chat_id}")
+        self._request("DELETE", f"/chats/{_seg(chat_id)}")
 
     def ask(self, chat_id: Id, content: str) -> Answer:
         """A question in a chat, answered as a whole (the chat's recent turns go with it)."""
-        return self._call("POST", f"/chats/{chat_id}/messages", Answer, json=Question(content=content))
+        return self._call("POST", f"/chats/{_seg(chat_id)}/messages", Answer, json=Question(content=content))
 
     def ask_streamed(self, chat_id: Id, content: str) -> Generator[AnswerEvent, None, None]:
         """:class:`Sources`, then (when a model answers) one :class:`Preliminary` quote, then :class:`AnswerToken`\\ s,
         then :class:`Done`; a failed answer raises :class:`~ragu_client.errors.StreamError` with its code. Closing
         the iterator (``contextlib.closing``) closes the connection at once, which stops an answer still being
         written."""
-        events = self._events("POST", f"/chats/{chat_id}/messages/stream", json=Question(content=content))
+        events = self._events("POST", f"/chats/{_seg(chat_id)}/messages/stream", json=Question(content=content))
         with contextlib.closing(events):
             for name, data in events:
                 kind = _ANSWER_EVENTS.get(name)
@@ -329,34 +335,34 @@ class KappiClient(Service):
         return self._call("GET", "/admin/agents", list[Agent])
 
     def admin_agent(self, agent_id: Id) -> Agent:
-        return self._call("GET", f"/admin/agents/{agent_id}", Agent)
+        return self._call("GET", f"/admin/agents/{_seg(agent_id)}", Agent)
 
     def create_agent(self, agent: AgentCreate) -> Agent:
         return self._call("POST", "/admin/agents", Agent, json=agent)
 
     def update_agent(self, agent_id: Id, changes: AgentUpdate) -> Agent:
         """A change of its configuration makes a new version; questions under way keep theirs."""
-        return self._call("PATCH", f"/admin/agents/{agent_id}", Agent, json=changes)
+        return self._call("PATCH", f"/admin/agents/{_seg(agent_id)}", Agent, json=changes)
 
     def delete_agent(self, agent_id: Id) -> None:
-        self._request("DELETE", f"/admin/agents/{agent_id}")
+        self._request("DELETE", f"/admin/agents/{_seg(agent_id)}")
 
     def activate_agent(self, agent_id: Id) -> Agent:
-        return self._call("POST", f"/admin/agents/{agent_id}/activate", Agent)
+        return self._call("POST", f"/admin/agents/{_seg(agent_id)}/activate", Agent)
 
     def deactivate_agent(self, agent_id: Id) -> Agent:
-        return self._call("POST", f"/admin/agents/{agent_id}/deactivate", Agent)
+        return self._call("POST", f"/admin/agents/{_seg(agent_id)}/deactivate", Agent)
 
     def agent_versions(self, agent_id: Id) -> list[AgentVersion]:
-        return self._call("GET", f"/admin/agents/{agent_id}/versions", list[AgentVersion])
+        return self._call("GET", f"/admin/agents/{_seg(agent_id)}/versions", list[AgentVersion])
 
     def assign_collections(self, agent_id: Id, changes: AssignmentChanges) -> AssignmentReport:
         """Add and remove the agent's collections; each has its own result (``ok``, or a ``code``)."""
-        return self._call("PUT", f"/admin/agents/{agent_id}/collections", AssignmentReport, json=changes)
+        return self._call("PUT", f"/admin/agents/{_seg(agent_id)}/collections", AssignmentReport, json=changes)
 
     def explain_access(self, agent_id: Id, who: AccessQuery) -> AccessExplanation:
         """What a user with these groups (or this token) would see of the agent, and why."""
-        return self._call("POST", f"/admin/agents/{agent_id}/access", AccessExplanation, json=who)
+        return self._call("POST", f"/admin/agents/{_seg(agent_id)}/access", AccessExplanation, json=who)
 
     def llms(self) -> LlmCatalog:
         """The LLM providers and models agents may use."""
@@ -383,34 +389,34 @@ class ChonkitClient(Service):
         return self._call("GET", "/documents", DocumentPage, params=params)
 
     def document(self, document_id: Id) -> Document:
-        return self._call("GET", f"/documents/{document_id}", Document)
+        return self._call("GET", f"/documents/{_seg(document_id)}", Document)
 
     def update_document(self, document_id: Id, changes: DocumentPatch) -> Document:
         """Rename it, or set its label and tags (which its chunks carry for filters)."""
-        return self._call("PATCH", f"/documents/{document_id}", Document, json=changes)
+        return self._call("PATCH", f"/documents/{_seg(document_id)}", Document, json=changes)
 
     def delete_document(self, document_id: Id) -> None:
-        self._request("DELETE", f"/documents/{document_id}")
+        self._request("DELETE", f"/documents/{_seg(document_id)}")
 
     def download(self, document_id: Id) -> bytes:
         """The document's bytes as uploaded."""
-        response = self._request("GET", f"/documents/{document_id}/content")
+        response = self._request("GET", f"/documents/{_seg(document_id)}/content")
         return response.content
 
     def document_config(self, document_id: Id) -> DocumentConfig:
-        return self._call("GET", f"/documents/{document_id}/config", DocumentConfig)
+        return self._call("GET", f"/documents/{_seg(document_id)}/config", DocumentConfig)
 
     def set_document_config(self, document_id: Id, config: DocumentConfig) -> DocumentConfig:
         """How the document is parsed and chunked from its next embedding on."""
-        return self._call("PUT", f"/documents/{document_id}/config", DocumentConfig, json=config)
+        return self._call("PUT", f"/documents/{_seg(document_id)}/config", DocumentConfig, json=config)
 
     def preview_parse(self, document_id: Id, request: ParsePreviewRequest | None = None) -> ParsePreview:
         body = request or ParsePreviewRequest()
-        return self._call("POST", f"/documents/{document_id}/preview/parse", ParsePreview, json=body)
+        return self._call("POST", f"/documents/{_seg(document_id)}/preview/parse", ParsePreview, json=body)
 
     def preview_chunks(self, document_id: Id, request: ChunkPreviewRequest | None = None) -> ChunkPreview:
         body = request or ChunkPreviewRequest()
-        return self._call("POST", f"/documents/{document_id}/preview/chunks", ChunkPreview, json=body)
+        return self._call("POST", f"/documents/{_seg(document_id)}/preview/chunks", ChunkPreview, json=body)
 
     # collections
 
@@ -418,7 +424,7 @@ class ChonkitClient(Service):
         return self._call("GET", "/collections", list[Collection])
 
     def collection(self, collection_id: Id) -> CollectionDetail:
-        return self._call("GET", f"/collections/{collection_id}", CollectionDetail)
+        return self._call("GET", f"/collections/{_seg(collection_id)}", CollectionDetail)
 
     def create_collection(
         self,
@@ -440,35 +446,35 @@ class ChonkitClient(Service):
         return self._call("POST", "/collections", Collection, json=body)
 
     def delete_collection(self, collection_id: Id) -> None:
-        self._request("DELETE", f"/collections/{collection_id}")
+        self._request("DELETE", f"/collections/{_seg(collection_id)}")
 
     def set_groups(self, collection_id: Id, groups: Sequence[str]) -> Collection:
         """Replace who may read the collection (empty: everyone); applies to the chunks before it returns."""
         body = GroupsUpdate(groups=list(groups))
-        return self._call("PUT", f"/collections/{collection_id}/groups", Collection, json=body)
+        return self._call("PUT", f"/collections/{_seg(collection_id)}/groups", Collection, json=body)
 
     def collection_documents(self, collection_id: Id) -> list[CollectionDocument]:
-        return self._call("GET", f"/collections/{collection_id}/documents", list[CollectionDocument])
+        return self._call("GET", f"/collections/{_seg(collection_id)}/documents", list[CollectionDocument])
 
     def add_documents(self, collection_id: Id, document_ids: Sequence[Id]) -> JobCreated:
         """Queue the documents' embedding; follow the job with :meth:`follow_job` or :meth:`wait_for_job`."""
         body = DocumentIds(document_ids=_listed(document_ids, _uuid))
-        return self._call("POST", f"/collections/{collection_id}/documents", JobCreated, json=body)
+        return self._call("POST", f"/collections/{_seg(collection_id)}/documents", JobCreated, json=body)
 
     def remove_documents(self, collection_id: Id, document_ids: Sequence[Id]) -> JobCreated:
         """Queue the removal of the documents' chunks from the collection."""
         body = DocumentIds(document_ids=_listed(document_ids, _uuid))
-        return self._call("POST", f"/collections/{collection_id}/documents/remove", JobCreated, json=body)
+        return self._call("POST", f"/collections/{_seg(collection_id)}/documents/remove", JobCreated, json=body)
 
     def embedding_model(self, collection_id: Id) -> CollectionModel:
-        return self._call("GET", f"/collections/{collection_id}/embedding", CollectionModel)
+        return self._call("GET", f"/collections/{_seg(collection_id)}/embedding", CollectionModel)
 
     def change_embedding(self, collection_id: Id, change: EmbeddingChange) -> MigrationStatus:
         """Re-embed the collection with another model, in the background; questions switch when it is complete."""
-        return self._call("PUT", f"/collections/{collection_id}/embedding", MigrationStatus, json=change)
+        return self._call("PUT", f"/collections/{_seg(collection_id)}/embedding", MigrationStatus, json=change)
 
     def reports(self, collection_id: Id) -> list[EmbeddingReport]:
-        return self._call("GET", f"/collections/{collection_id}/reports", list[EmbeddingReport])
+        return self._call("GET", f"/collections/{_seg(collection_id)}/reports", list[EmbeddingReport])
 
     def search(
         self,
@@ -496,7 +502,7 @@ class ChonkitClient(Service):
             labels=_listed(labels, str),
             group_by=group_by,
         )
-        return self._call("POST", f"/collections/{collection_id}/search", SearchResponse, json=body)
+        return self._call("POST", f"/collections/{_seg(collection_id)}/search", SearchResponse, json=body)
 
     def providers(self) -> Providers:
         """The embedding and vector providers this deployment offers."""
@@ -513,18 +519,18 @@ class ChonkitClient(Service):
     ) -> Job:
         """The job with a page of its items (``stage``: only items in that stage)."""
         params = _query(limit=limit, offset=offset, stage=stage)
-        return self._call("GET", f"/jobs/{job_id}", Job, params=params)
+        return self._call("GET", f"/jobs/{_seg(job_id)}", Job, params=params)
 
     def cancel_job(self, job_id: Id) -> Job:
-        return self._call("POST", f"/jobs/{job_id}/cancel", Job)
+        return self._call("POST", f"/jobs/{_seg(job_id)}/cancel", Job)
 
     def retry_job(self, job_id: Id) -> Job:
-        return self._call("POST", f"/jobs/{job_id}/retry", Job)
+        return self._call("POST", f"/jobs/{_seg(job_id)}/retry", Job)
 
     def follow_job(self, job_id: Id) -> Generator[Job, None, None]:
         """The job's events as they happen: first its counts, then each change (``items``: the items that
         changed), ending when the job finishes."""
-        with contextlib.closing(self._events("GET", f"/jobs/{job_id}/events")) as events:
+        with contextlib.closing(self._events("GET", f"/jobs/{_seg(job_id)}/events")) as events:
             for name, data in events:
                 if name == "job":
                     yield decode(data, Job, 200)
@@ -540,44 +546,46 @@ class ChonkitClient(Service):
     # sources
 
     def sources(self, collection_id: Id) -> list[Source]:
-        return self._call("GET", f"/collections/{collection_id}/sources", list[Source])
+        return self._call("GET", f"/collections/{_seg(collection_id)}/sources", list[Source])
 
     def source(self, collection_id: Id, source_id: Id) -> Source:
-        return self._call("GET", f"/collections/{collection_id}/sources/{source_id}", Source)
+        return self._call("GET", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}", Source)
 
     def create_source(self, collection_id: Id, source: SourceCreate) -> Source:
         """A folder on the server or a web site the collection follows."""
-        return self._call("POST", f"/collections/{collection_id}/sources", Source, json=source)
+        return self._call("POST", f"/collections/{_seg(collection_id)}/sources", Source, json=source)
 
     def update_source(self, collection_id: Id, source_id: Id, changes: SourceUpdate) -> Source:
-        path = f"/collections/{collection_id}/sources/{source_id}"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}"
         return self._call("PATCH", path, Source, json=changes)
 
     def delete_source(self, collection_id: Id, source_id: Id) -> None:
-        self._request("DELETE", f"/collections/{collection_id}/sources/{source_id}")
+        self._request("DELETE", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}")
 
     def sync_source(self, collection_id: Id, source_id: Id) -> Run:
         """Start a sync now: the run embeds what is new or changed and removes what is gone."""
-        return self._call("POST", f"/collections/{collection_id}/sources/{source_id}/sync", Run)
+        return self._call("POST", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/sync", Run)
 
     def runs(self, collection_id: Id, source_id: Id, *, limit: int | None = None) -> list[Run]:
-        path = f"/collections/{collection_id}/sources/{source_id}/runs"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs"
         return self._call("GET", path, list[Run], params=_query(limit=limit))
 
     def run(self, collection_id: Id, source_id: Id, run_id: Id) -> Run:
-        return self._call("GET", f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}", Run)
+        return self._call(
+            "GET", f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}", Run
+        )
 
     def cancel_run(self, collection_id: Id, source_id: Id, run_id: Id) -> Run:
-        path = f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}/cancel"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}/cancel"
         return self._call("POST", path, Run)
 
     def retry_run(self, collection_id: Id, source_id: Id, run_id: Id) -> Run:
-        path = f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}/retry"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}/retry"
         return self._call("POST", path, Run)
 
     def follow_run(self, collection_id: Id, source_id: Id, run_id: Id) -> Generator[Run, None, None]:
         """The run now, then whenever its status, report or job progress changes, ending when it finishes."""
-        path = f"/collections/{collection_id}/sources/{source_id}/runs/{run_id}/events"
+        path = f"/collections/{_seg(collection_id)}/sources/{_seg(source_id)}/runs/{_seg(run_id)}/events"
         with contextlib.closing(self._events("GET", path)) as events:
             for name, data in events:
                 if name == "run":
