@@ -113,8 +113,10 @@ def _seg(value: Id) -> str:
     return quote(str(value), safe="").replace(".", "%2E")
 
 
-def _uuid(value: Id) -> UUID:
-    return value if isinstance(value, UUID) else UUID(value)
+def _uuid(value: Id) -> Any:
+    """An id for a request body, sent as given: a string that is no UUID (a name, say) is the service's to refuse,
+    with its ``invalid_id`` problem (a :class:`~ragu_client.errors.BadRequestError`), not a ``ValueError`` here."""
+    return str(value)
 
 
 def _listed(values: Any, item: Callable[[Any], Any]) -> Any:

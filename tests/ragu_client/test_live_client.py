@@ -187,6 +187,9 @@ async def test_errors_raise_the_clients_exception_with_the_servers_code(live: Li
             await KappiRetriever(str(uuid.uuid4()), alice).retrieve(QUESTION)
         with pytest.raises(RaguError) as too_many:
             await alice.retrieve(live.agent_id, QUESTION, top_k=201)
+        with pytest.raises(BadRequestError) as named:
+            await alice.create_chat("Helper")  # a name where an id belongs: the service's code, not a ValueError
+    assert named.value.code == "invalid_id"
     assert (unknown.value.status, unknown.value.code) == (404, "agent_not_found")
     assert isinstance(unknown.value, NotFoundError)
     assert (too_many.value.status, too_many.value.code) == (400, "invalid_request")
