@@ -7,7 +7,8 @@ problem whose ``WWW-Authenticate`` names the metadata document, which names the 
 issuer kappi accepts tokens from).
 
 The SDK's session manager runs stateless, answering each POST with JSON: every message is authenticated on its
-own, no session outlives its request, and any kappi process can answer any message.
+own, no session outlives its request, and any kappi process can answer any message. The server sends nothing
+unasked, so a GET (the stream for that) is 405, as the transport's specification allows.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         headers = {"WWW-Authenticate": challenge(request, error)} if error.status == 401 else {}
         response = problem_response(error.status, error.code, error.detail, error.extra)
         response.headers.update(headers)
+        await response.to_asgi_response(request.app, request)(scope, receive, send)
+        return
+    if request.method == "GET":  # no server-initiated messages: the spec's 405 instead of an SSE stream held open
+        response = problem_response(405, "method_not_allowed", "this MCP server answers POSTs only", {})
+        response.headers["Allow"] = "POST"
         await response.to_asgi_response(request.app, request)(scope, receive, send)
         return
     cast(dict[str, Any], scope)[PRINCIPAL_SCOPE_KEY] = principal

@@ -250,6 +250,7 @@ def _foreign(**claims: Any) -> str:
         ("expired", "token_expired"),
         ("foreign-audience", "invalid_audience"),
         ("foreign-issuer", "invalid_issuer"),
+        ("shared-key", "malformed_token"),
     ],
 )
 async def test_a_request_without_a_valid_token_is_a_401_naming_the_metadata(live: Live, kind: str, code: str) -> None:
@@ -260,6 +261,7 @@ async def test_a_request_without_a_valid_token_is_a_401_naming_the_metadata(live
         "expired": _foreign(iat=int(time.time()) - 7200, exp=int(time.time()) - 3600),
         "foreign-audience": _foreign(aud="another-service"),
         "foreign-issuer": _foreign(iss="https://evil.example.test"),
+        "shared-key": "sk-ragu-0123456789abcdef0123456789abcdef",  # a server key, as peers' MCP servers take
     }[kind]
     headers = MCP_HEADERS | ({"Authorization": f"Bearer {token}"} if token else {})
     async with httpx.AsyncClient(timeout=30) as http:
@@ -313,6 +315,42 @@ async def test_the_protected_resource_metadata_names_the_resource_and_its_issuer
         "bearer_methods_supported": ["header"],
         "resource_name": "Ragu (kappi)",
     }
+
+
+async def test_an_admin_without_groups_reads_no_restricted_passage(live: Live) -> None:
+    """Admins get no bypass through MCP, as in chat: the role is not a group."""
+    async with mcp_session(live.mcp_url, live.token("root", admin=True)) as session:
+        searched = await session.call_tool("search", {"agent_id": live.agent_id, "query": QUESTION, "top_k": 20})
+        asked = await session.call_tool("ask", {"agent_id": live.agent_id, "question": QUESTION})
+    for result in (searched, asked):
+        _structured(result)
+        assert MARKER not in result.content[0].text
+        assert live.restricted["name"] not in result.content[0].text
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "body", "status"),
+    [
+        ("GET", {"Accept": "text/event-stream"}, None, 405),
+        ("DELETE", {}, None, 405),
+        ("PUT", MCP_HEADERS, b"{}", 405),
+        ("POST", MCP_HEADERS, b"{nope", 400),
+        ("POST", MCP_HEADERS, b"[" * 5000 + b"]" * 5000, 400),
+        ("POST", MCP_HEADERS, b'{"hello": 1}', 400),
+        ("POST", MCP_HEADERS | {"Content-Type": "text/plain"}, b"{}", 400),
+        ("POST", MCP_HEADERS, b'{"a": "' + b"x" * (5 * 1024 * 1024) + b'"}', 413),
+    ],
+    ids=["get", "delete", "put", "bad-json", "deep-json", "not-json-rpc", "text-plain", "5-mib"],
+)
+async def test_bad_requests_to_the_endpoint_are_4xx_never_500(
+    live: Live, method: str, headers: dict[str, str], body: bytes | None, status: int
+) -> None:
+    authorized = headers | {"Authorization": f"Bearer {live.token('alice', 'hr')}"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.request(method, live.mcp_url, headers=authorized, content=body)
+    assert response.status_code == status, response.text
+    async with mcp_session(live.mcp_url, live.token("alice", "hr")) as session:  # and the server still answers
+        assert _structured(await session.call_tool("list_agents", {}))["agents"]
 
 
 async def test_the_docs_example_runs_as_written(live: Live) -> None:
