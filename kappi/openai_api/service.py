@@ -18,9 +18,9 @@ from uuid import UUID
 import msgspec
 
 from common.auth import Principal
-from common.errors import BadRequest, NotFound
+from common.errors import AppError, BadRequest, NotFound
 from kappi.agent.models import Agent
-from kappi.chat.answering import Answerer, Event, Prepared
+from kappi.chat.answering import Event, Prepared
 from kappi.chat.service import HISTORY_MESSAGES, ChatService, visible
 from kappi.llm.base import ChatMessage, Usage
 from kappi.openai_api.models import (
@@ -81,16 +81,34 @@ async def complete(chats: ChatService, request: CompletionRequest, principal: Pr
 
 
 async def stream(chats: ChatService, request: CompletionRequest, principal: Principal) -> AsyncIterator[str]:
-    """The answer as ``chat.completion.chunk`` data, ending ``[DONE]``. Every refusal (the agent, the request) is
-    raised here, before the stream begins, so it is an HTTP error; only a failure while answering is an event."""
+    """The answer as ``chat.completion.chunk`` data, ending ``[DONE]``.
+
+    The answer runs until its first text before the stream begins, so every refusal and every failure before any
+    text (the agent, the request, an LLM that is busy or down) is an HTTP error with its own status, as an OpenAI
+    client expects (its SDKs retry a ``503`` after ``Retry-After``); only a failure after text was sent is an event
+    in the stream (``{"error": {...}}``, which the SDKs raise)."""
     prepared = await prepare(chats, request, principal)
     include_usage = request.stream_options is not None and bool(request.stream_options.include_usage)
-    return _chunks(chats.answerer, prepared, include_usage=include_usage)
+    # events() is an async generator (annotated as an iterator): closed at once when the stream is
+    events = cast(AsyncGenerator[Event, None], chats.answerer.events(prepared, reraise=True))
+    started: list[Event] = []
+    try:
+        async for event in events:
+            started.append(event)
+            if event.event in ("token", "done"):
+                break
+    except BaseException:
+        await events.aclose()
+        raise
+    return _chunks(events, started, str(prepared.agent.id), include_usage=include_usage)
 
 
-async def _chunks(answerer: Answerer, prepared: Prepared, *, include_usage: bool) -> AsyncIterator[str]:
-    """``aclosing``: a client that leaves stops the LLM call now (the pipeline's own rule)."""
-    ident, created, model = _completion_id(), int(time.time()), str(prepared.agent.id)
+async def _chunks(
+    events: AsyncGenerator[Event, None], started: list[Event], model: str, *, include_usage: bool
+) -> AsyncIterator[str]:
+    """``started``, then the rest of ``events``, as chunks. ``aclosing``: a client that leaves stops the LLM call now
+    (the pipeline's own rule)."""
+    ident, created = _completion_id(), int(time.time())
 
     def chunk(delta: Delta | None, *, finish: bool = False, usage: Usage | None = None) -> str:
         choices = [] if delta is None else [ChunkChoice(delta=delta, finish_reason="stop" if finish else None)]
@@ -98,20 +116,27 @@ async def _chunks(answerer: Answerer, prepared: Prepared, *, include_usage: bool
         return _encode(CompletionChunk(id=ident, created=created, model=model, choices=choices, usage=usage_))
 
     yield chunk(Delta(role="assistant", content=""))
-    # events() is an async generator (annotated as an iterator): closed at once when this one is
-    async with contextlib.aclosing(cast(AsyncGenerator[Event, None], answerer.events(prepared))) as events:
-        async for event in events:
-            if event.event == "token":
-                yield chunk(Delta(content=event.data["text"]))
-            elif event.event == "error":
-                yield _encode({"error": error_body(event.data["code"], event.data["detail"], status=500)})
-                return
-            elif event.event == "done":
-                cited, also = event.data["citations"], event.data["also_retrieved"]
-                yield chunk(Delta(ragu_citations=cited, ragu_also_retrieved=also), finish=True)
-                if include_usage:
-                    yield chunk(None, usage=event.data["usage"])
+    async with contextlib.aclosing(events):
+        try:
+            async for event in _chained(started, events):
+                if event.event == "token":
+                    yield chunk(Delta(content=event.data["text"]))
+                elif event.event == "done":
+                    cited, also = event.data["citations"], event.data["also_retrieved"]
+                    yield chunk(Delta(ragu_citations=cited, ragu_also_retrieved=also), finish=True)
+                    if include_usage:
+                        yield chunk(None, usage=event.data["usage"])
+        except AppError as exc:  # after text was sent: the stream's last event says why it ends here
+            yield _encode({"error": error_body(exc.code, exc.detail, status=exc.status)})
+            return
     yield DONE
+
+
+async def _chained(started: list[Event], rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    for event in started:
+        yield event
+    async for event in rest:
+        yield event
 
 
 def question_and_history(messages: list[InputMessage]) -> tuple[str, list[ChatMessage]]:

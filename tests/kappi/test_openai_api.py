@@ -5,6 +5,7 @@ tokens and bodies. (The official SDK against a real ``ragu serve``: ``test_opena
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -14,13 +15,21 @@ import httpx
 import msgspec
 import pytest
 
+from common.auth import Authenticator
+from common.clients import SharedClients
 from common.config import Settings
+from common.db import SingleConnectionDatabase
+from kappi.app import Kappi
 from kappi.app import create_app as create_kappi
+from kappi.llm.registry import default_llm_registry
+from kappi.openai_api import service
+from kappi.openai_api.models import CompletionRequest, InputMessage
 from tests.hardening.test_attacks import HS256, RIGHT_KEY, STRICT, _claims, _hs256, _jwt
-from tests.kappi.conftest import as_user
-from tests.kappi.test_end_to_end import QUESTION, World, world
+from tests.kappi.conftest import as_user, principal
+from tests.kappi.test_end_to_end import QUESTION, ModelKappi, World, model_kappi, world
+from tests.support.llm_standins import Script
 
-__all__ = ["world"]
+__all__ = ["model_kappi", "world"]
 
 COMPLETIONS = "/v1/chat/completions"
 USERS = [(), ("hr",), ("legal",), ("hr", "legal"), ("HR",)]
@@ -319,3 +328,67 @@ async def test_an_expired_token_and_one_for_another_audience_are_401(
                 method, path, json=ask(world.agent["id"]), headers={"Authorization": f"Bearer {foreign}"}
             )
             assert (response.status_code, response.json()["error"]["code"]) == (401, "invalid_audience")
+
+
+# -- an LLM that fails or is left: the OpenAI-compatible stand-in (its real wire format) answers the world's agent --
+
+
+async def test_an_llm_failure_before_any_text_is_an_http_error_streamed_or_not_standin_llm(
+    model_kappi: ModelKappi, world: World, settings: Settings
+) -> None:
+    """The stream begins with the answer's first text, so a model that is down fails the request itself, with its
+    status and code, as the whole answer does (an SDK sees the same exception, and retries a 503 as it would)."""
+    model_kappi.llm.script = Script(status=503, error_message="overloaded")
+    alice = as_user(settings, "alice", "hr")
+    responses = [
+        await model_kappi.client.post(COMPLETIONS, json=ask(world.agent["id"], stream=stream), headers=alice)
+        for stream in (False, True)
+    ]
+    for response in responses:
+        assert response.status_code == 503, response.text
+        assert response.headers["content-type"].startswith("application/json")
+        error = response.json()["error"]
+        assert (error["type"], error["code"]) == ("server_error", "llm_unavailable")
+    assert responses[0].json() == responses[1].json()
+
+
+async def test_an_llm_failure_after_text_ends_the_stream_with_an_error_event_standin_llm(
+    model_kappi: ModelKappi, world: World, settings: Settings
+) -> None:
+    model_kappi.llm.script = Script(
+        tokens=("Employees get 25 vacation days per year.", " They also get", " more."), error_after=2
+    )
+    response = await model_kappi.client.post(
+        COMPLETIONS, json=ask(world.agent["id"], stream=True), headers=as_user(settings, "alice", "hr")
+    )
+    assert response.status_code == 200, response.text
+    chunks = chunks_of(response.text)
+    *answer, last = chunks
+    assert "[DONE]" not in chunks
+    assert "25 vacation days" in "".join(c["choices"][0]["delta"].get("content", "") for c in answer)
+    assert set(last) == {"error"}
+    assert (last["error"]["type"], last["error"]["code"]) == ("server_error", "llm_unavailable")
+    assert "scripted failure" in last["error"]["message"]
+
+
+async def test_a_client_that_leaves_mid_answer_stops_the_llm_call_standin_llm(
+    model_kappi: ModelKappi, world: World, settings: Settings, db: SingleConnectionDatabase, clients: SharedClients
+) -> None:
+    """What the route streams, closed after its first text (as Litestar closes it when the client goes away): the
+    model's connection is closed at once, not when the model would have finished."""
+    model_kappi.llm.script = Script(tokens=("Employees get 25 vacation days per year.", " And"), stall_after=2)
+    llms = default_llm_registry(openai_base_url=model_kappi.llm.base_url, openai_models=["standin"])
+    kappi = Kappi.build(db, clients, clients.vectors, llms, Authenticator(settings), ttl=60)
+    request = CompletionRequest(
+        model=world.agent["id"], messages=[InputMessage(role="user", content=QUESTION)], stream=True
+    )
+    chunks = await service.stream(kappi.chats, request, principal("alice", "hr"))
+    try:
+        async for data in chunks:
+            if "25 vacation days" in data:
+                break
+        assert not model_kappi.llm.client_disconnected.is_set()
+        await chunks.aclose()  # type: ignore[attr-defined]
+        await asyncio.wait_for(model_kappi.llm.client_disconnected.wait(), 5)
+    finally:
+        await llms.aclose()
