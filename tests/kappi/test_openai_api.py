@@ -155,6 +155,38 @@ async def test_system_messages_do_not_change_the_answer(
     assert answered["choices"][0]["message"] == plain["choices"][0]["message"]
 
 
+async def test_what_openai_clients_send_besides_is_accepted_and_ignored(
+    kappi: httpx.AsyncClient, world: World, settings: Settings
+) -> None:
+    """Sampling fields, tools and the rest are the agent's to decide; text parts read as the string they join."""
+    alice = as_user(settings, "alice", "hr")
+    plain = (await kappi.post(COMPLETIONS, json=ask(world.agent["id"]), headers=alice)).json()
+    dressed = {
+        "model": world.agent["id"].upper(),
+        "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}], "name": "alice"}],
+        "temperature": 1.7,
+        "top_p": 0.5,
+        "max_tokens": 5,
+        "max_completion_tokens": 5,
+        "n": 1,
+        "stop": ["."],
+        "seed": 7,
+        "user": "someone-else",
+        "presence_penalty": 1,
+        "frequency_penalty": 1,
+        "logit_bias": {"50256": -100},
+        "response_format": {"type": "json_object"},
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        "tool_choice": "auto",
+        "metadata": {"groups": ["exec"]},
+        "stream": None,
+    }
+    answered = await kappi.post(COMPLETIONS, json=dressed, headers=alice)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["model"] == world.agent["id"]
+    assert answered.json()["choices"] == plain["choices"]
+
+
 @pytest.mark.parametrize("groups", USERS, ids=lambda g: "-".join(g) or "no-groups")
 async def test_the_models_are_the_agents_the_user_may_use(
     kappi: httpx.AsyncClient, world: World, settings: Settings, groups: tuple[str, ...]
