@@ -12,6 +12,7 @@ what is not a tool's failure (an unknown tool).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
@@ -27,9 +28,12 @@ from starlette.requests import HTTPConnection
 
 from common.auth import Principal
 from common.errors import AppError, InvalidInput, Unauthorized
+from common.http.problems import problem_response
 from kappi.agent.models import UserAgent
 from kappi.chat.models import QueryAnswer, RetrievalFilters, Retrieved, RetrieveRequest
 from kappi.chat.service import ChatService
+
+logger = logging.getLogger(__name__)
 
 PRINCIPAL_SCOPE_KEY = "ragu_mcp_principal"
 """Where the MCP endpoint leaves the caller it authenticated, in the ASGI scope of the request that carries a
@@ -180,8 +184,11 @@ def _arguments(arguments: dict[str, Any], kind: type[msgspec.Struct]) -> Any:
 
 
 def problem_result(error: AppError) -> CallToolResult:
-    """A failed call as the API's problem document, in words a model reads and a code an application keeps."""
-    problem = {"status": error.status, "code": error.code, "detail": error.detail}
+    """A failed call as the API's problem document, in words a model reads and a code an application keeps; the
+    ``Retry-After`` the API would send (a busy model) as ``retry_after_seconds``."""
+    problem = problem_response(error.status, error.code, error.detail, error.extra).content
+    if error.retry_after_seconds is not None:
+        problem["retry_after_seconds"] = error.retry_after_seconds
     return CallToolResult(content=[TextContent(text=msgspec.json.encode(problem).decode())], is_error=True)
 
 
@@ -200,6 +207,9 @@ def build_server(chats: ChatService, principal_of: PrincipalOf = principal_of_re
             result = await tools.call(params.name, principal_of(ctx), params.arguments)
         except AppError as error:
             return problem_result(error)
+        except Exception:  # a bug: logged with its traceback, reported as the API reports one, leaking nothing
+            logger.exception("MCP tool %s failed", params.name)
+            return problem_result(AppError("internal error", code="internal"))
         structured = msgspec.to_builtins(result)
         return CallToolResult(
             content=[TextContent(text=msgspec.json.encode(structured).decode())], structured_content=structured

@@ -3,17 +3,19 @@ lookup, the 401 challenge and the metadata's authorization server (``test_mcp_li
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
+from mcp import Client
 from mcp.server.context import ServerRequestContext
 from starlette.requests import Request as StarletteRequest
 
 from common.auth import Principal
 from common.config import load_settings
-from common.errors import InvalidInput, Unauthorized
+from common.errors import InvalidInput, Unauthorized, Unavailable
 from kappi.chat.models import QueryRequest, RetrieveRequest
+from kappi.chat.service import ChatService
 from kappi.mcp_server.http import authorization_servers, challenge
 from kappi.mcp_server.tools import (
     PRINCIPAL_SCOPE_KEY,
@@ -21,6 +23,7 @@ from kappi.mcp_server.tools import (
     AskArguments,
     SearchArguments,
     _arguments,
+    build_server,
     object_schema,
     principal_of_request,
     problem_result,
@@ -74,7 +77,14 @@ def test_bad_arguments_are_422_with_a_code(arguments: dict[str, Any], code: str)
     assert raised.value.code == code
     result = problem_result(raised.value)
     assert result.is_error
-    assert msgspec.json.decode(result.content[0].text) == {"status": 422, "code": code, "detail": raised.value.detail}
+    problem = msgspec.json.decode(result.content[0].text)
+    assert problem == {
+        "type": "about:blank",
+        "title": "Unprocessable Entity",
+        "status": 422,
+        "code": code,
+        "detail": raised.value.detail,
+    }
 
 
 def test_good_arguments_are_read() -> None:
@@ -133,3 +143,39 @@ def test_the_authorization_server_is_the_issuer_kappi_accepts() -> None:
     ]
     assert authorization_servers(load_settings({}, oidc_issuer="https://o.test")) == ["https://o.test"]
     assert authorization_servers(load_settings({})) == []
+
+
+class _Failing:
+    """A chat service that fails as told: a bug's exception, or a busy model."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def usable_agents(self, _: Principal) -> list[Any]:
+        raise self.error
+
+    async def ask_once(self, *_: Any) -> Any:
+        raise self.error
+
+
+async def _call(error: Exception, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    alice = Principal(subject="alice", name=None, groups=frozenset(), roles=frozenset(), is_admin=False)
+    server = build_server(cast(ChatService, _Failing(error)), principal_of=lambda _: alice)
+    async with Client(server, mode="legacy") as client:
+        result = await client.call_tool(name, arguments)
+    assert result.is_error
+    assert result.structured_content is None
+    problem: dict[str, Any] = msgspec.json.decode(result.content[0].text)
+    return problem
+
+
+async def test_a_bug_in_a_tool_is_an_internal_problem_that_says_nothing_of_it() -> None:
+    problem = await _call(RuntimeError("password=hunter2 at 10.0.0.7"), "list_agents", {})
+    assert (problem["status"], problem["code"], problem["detail"]) == (500, "internal", "internal error")
+    assert "hunter2" not in str(problem)
+
+
+async def test_a_busy_model_says_when_to_try_again() -> None:
+    busy = Unavailable("the model is busy", code="llm_busy", retry_after_seconds=3)
+    problem = await _call(busy, "ask", {"agent_id": AGENT_ID, "question": "q"})
+    assert (problem["status"], problem["code"], problem["retry_after_seconds"]) == (503, "llm_busy", 3)
