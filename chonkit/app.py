@@ -7,8 +7,6 @@ take those as typed dependencies, call one method and return.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 
+from chonkit.background import NONE_HERE, Background, background_work
 from chonkit.collection.controller import CollectionController, ProviderController
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import CollectionService
@@ -24,14 +23,14 @@ from chonkit.document.controller import DocumentController
 from chonkit.document.repository import DocumentRepository
 from chonkit.document.service import DocumentService, RegistryTokenizers, UnusedOriginals
 from chonkit.document.storage import BlobStore
-from chonkit.embedding.controller import JobController
-from chonkit.embedding.repository import JobRepository
+from chonkit.embedding.controller import CollectionJobController, JobController
 from chonkit.embedding.service import JobFeed, JobService
-from chonkit.embedding.worker import EmbeddingWorker
+from chonkit.jobs.repository import JobRepository
+from chonkit.reembedding.controller import EmbeddingModelController
 from chonkit.reembedding.service import ReembeddingService
 from chonkit.source.controller import SourceController
 from chonkit.source.service import RunFeed, SourceService
-from chonkit.source.sync import SourceLimits, SourceSyncer, source_limits
+from chonkit.source.sync import SourceLimits, source_limits
 from common import telemetry
 from common.auth import Authenticator
 from common.clients import SharedClients
@@ -139,66 +138,39 @@ def create_app(
 
     @asynccontextmanager
     async def compose(app: Litestar) -> AsyncIterator[None]:
-        async with clients.opened(), _worker(app.state.db) as wake, _syncer(app.state.db, wake) as wake_sources:
+        async with clients.opened(), _background(app.state.db) as background:
             app.state.chonkit = Chonkit(
                 db=app.state.db,
                 clients=clients,
                 blobs=blobs,
                 tokenizers=RegistryTokenizers(clients.embedders),
                 max_upload_bytes=settings.chonkit_max_upload_bytes,
-                wake_worker=wake,
+                wake_worker=background.wake_worker,
                 source_limits=limits,
-                wake_sources=wake_sources,
+                wake_sources=background.wake_sources,
             )
             yield
 
     @asynccontextmanager
-    async def _worker(db: Database) -> AsyncIterator[Callable[[], None]]:
-        """The in-process embedding worker, if this process runs one; yields what wakes it."""
+    async def _background(db: Database) -> AsyncIterator[Background]:
+        """The embedding worker and the source syncer in this process, if it runs them."""
         if not run_worker:
-            yield lambda: None
+            yield NONE_HERE
             return
-        embedding_worker = EmbeddingWorker(
-            db, blobs, clients.embedders, clients.vectors, heartbeat_seconds=settings.worker_heartbeat_seconds
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(embedding_worker.run(stop))
-        try:
-            yield embedding_worker.wake
-        finally:
-            stop.set()
-            embedding_worker.wake()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, timeout=30)
-
-    @asynccontextmanager
-    async def _syncer(db: Database, wake_worker: Callable[[], None]) -> AsyncIterator[Callable[[], None]]:
-        """The in-process source syncer, beside the embedding worker; yields what wakes it."""
-        if not run_worker:
-            yield lambda: None
-            return
-        tokenizers = RegistryTokenizers(clients.embedders)
-        syncer = SourceSyncer(
-            db,
-            blobs,
-            tokenizers,
-            clients.vectors,
-            limits,
-            heartbeat_seconds=settings.worker_heartbeat_seconds,
-            wake_worker=wake_worker,
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(syncer.run(stop))
-        try:
-            yield syncer.wake
-        finally:
-            stop.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, timeout=30)
+        async with background_work(settings, db, clients, blobs, stop_seconds=30) as background:
+            yield background
 
     admin = Router(
         "/",
-        route_handlers=[DocumentController, CollectionController, ProviderController, JobController, SourceController],
+        route_handlers=[
+            DocumentController,
+            CollectionController,
+            EmbeddingModelController,
+            CollectionJobController,
+            ProviderController,
+            JobController,
+            SourceController,
+        ],
         guards=[admin_only],
         request_max_body_size=settings.chonkit_max_upload_bytes,
     )

@@ -8,11 +8,9 @@ import signal
 
 import msgspec
 
+from chonkit.background import background_work
 from chonkit.collection.reconcile import ReconcileReport, reconcile
-from chonkit.document.service import RegistryTokenizers
 from chonkit.document.storage import BlobStore
-from chonkit.embedding.worker import EmbeddingWorker
-from chonkit.source.sync import SourceSyncer, source_limits
 from common import telemetry
 from common.clients import SharedClients
 from common.config import Settings
@@ -47,19 +45,9 @@ async def _work(settings: Settings) -> None:
     try:
         async with clients.opened():
             blobs = BlobStore(settings.data_path / "documents")
-            heartbeat = settings.worker_heartbeat_seconds
-            worker = EmbeddingWorker(db, blobs, clients.embedders, clients.vectors, heartbeat_seconds=heartbeat)
-            syncer = SourceSyncer(
-                db,
-                blobs,
-                RegistryTokenizers(clients.embedders),
-                clients.vectors,
-                source_limits(settings),
-                heartbeat_seconds=heartbeat,
-                wake_worker=worker.wake,
-            )
-            logger.info("worker %s started", worker.name)  # with the source syncer beside it
-            await asyncio.gather(worker.run(stop), syncer.run(stop))
+            async with background_work(settings, db, clients, blobs, stop_seconds=None) as background:
+                logger.info("worker %s started", background.name)  # with the source syncer beside it
+                await stop.wait()
     finally:
         await db.aclose()
 

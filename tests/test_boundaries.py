@@ -1,10 +1,13 @@
-"""The services meet only through ``schemas`` and the vector store; the kernel depends on neither."""
+"""The services meet only through ``schemas`` and the vector store; the kernel depends on neither; and within each of
+them no two parts import each other, however indirectly."""
 
 from __future__ import annotations
 
 import ast
 import shutil
 import subprocess
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,81 @@ def _imported_names(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
+
+
+PARTITIONED = ("chonkit", "kappi", "common")
+"""Packages whose parts (``chonkit.embedding``, ``kappi.chat``, ``common.vectors``...) must import each other in one
+direction only."""
+
+
+def _part(module: str) -> str:
+    """The second-level package (or module) a module is in: ``chonkit.embedding.worker`` → ``chonkit.embedding``."""
+    return ".".join(module.split(".")[:2])
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def part_imports(package: str) -> dict[str, set[str]]:
+    """Which parts of ``package`` each part imports, counting every import: at the top, inside a function, under
+    ``TYPE_CHECKING``."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in _python_files(package):
+        source = _part(_module(path))
+        for name in _imported_names(path):
+            target = _part(name)
+            if name.split(".")[0] == package and "." in name and source not in {target, package}:
+                edges[source].add(target)
+    return edges
+
+
+def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one node (Tarjan), each sorted: parts that import each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while (member := stack.pop()) != node:
+                group.append(member)
+            group.append(node)
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("package", PARTITIONED)
+def test_no_two_parts_of_a_package_import_each_other(package: str) -> None:
+    edges = part_imports(package)
+    assert cycles(edges) == [], {a: sorted(b) for a, b in edges.items()}
+
+
+def test_the_cycle_check_sees_a_cycle_through_a_third_part_and_a_type_checking_import(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chonkit.collection import x\n")
+    assert _imports(sample) == {"typing", "chonkit.collection"}
+    edges = {"chonkit.collection": {"chonkit.embedding"}, "chonkit.embedding": {"chonkit.reembedding"}}
+    assert cycles(edges) == []
+    assert cycles({**edges, "chonkit.reembedding": {"chonkit.collection"}, "chonkit.jobs": {"chonkit.collection"}}) == [
+        ["chonkit.collection", "chonkit.embedding", "chonkit.reembedding"]
+    ]
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))

@@ -1,4 +1,6 @@
-"""``/collections`` and ``/providers``: vector collections with identity records, their documents and search."""
+"""``/collections`` and ``/providers``: vector collections with identity records, their documents and search. Putting
+documents in and taking them out are embedding jobs (``chonkit/embedding/controller.py``), a change of model is
+re-embedding's (``chonkit/reembedding/controller.py``): both under ``/collections/{id}`` too."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from uuid import UUID
 from litestar import Controller, delete, get, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
-from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from chonkit.collection.models import (
     Collection,
@@ -20,10 +22,6 @@ from chonkit.collection.models import (
     SearchResponse,
 )
 from chonkit.collection.service import CollectionService
-from chonkit.embedding.models import DocumentIds, EmbeddingReport, JobCreated
-from chonkit.embedding.service import JobService
-from chonkit.reembedding.models import CollectionModel, EmbeddingChange, MigrationStatus
-from chonkit.reembedding.service import ReembeddingService
 
 
 class CollectionController(Controller):
@@ -63,27 +61,6 @@ class CollectionController(Controller):
         collection readable by everyone (the ``groups`` property is removed, as the schema requires)."""
         return await collections.set_groups(collection_id, data.groups)
 
-    @put("/{collection_id:uuid}/embedding", status_code=HTTP_202_ACCEPTED, summary="Change the embedding model")
-    async def change_embedding(
-        self,
-        reembedding: NamedDependency[ReembeddingService],
-        collection_id: FromPath[UUID],
-        data: JSONBody[EmbeddingChange],
-    ) -> MigrationStatus:
-        """Re-embeds every document with the new model into a new version of the collection, in the background
-        (follow ``job`` at ``/jobs/{id}/events``; cancel it there); readers keep the current version until the new one
-        is complete, then one swap makes it the collection, its identity naming the new model. A failed or cancelled
-        change leaves the collection as it was. Meanwhile its documents and groups cannot change
-        (``409 collection_migrating``); the same model again is ``409 same_embedding_model``."""
-        return await reembedding.start(collection_id, data)
-
-    @get("/{collection_id:uuid}/embedding", summary="The embedding model and its latest change")
-    async def embedding_model(
-        self, reembedding: NamedDependency[ReembeddingService], collection_id: FromPath[UUID]
-    ) -> CollectionModel:
-        """``migration`` and its ``job`` are null when the model never changed."""
-        return await reembedding.current(collection_id)
-
     @delete("/{collection_id:uuid}", summary="Delete a collection")
     async def delete_collection(
         self, collections: NamedDependency[CollectionService], collection_id: FromPath[UUID]
@@ -91,35 +68,11 @@ class CollectionController(Controller):
         """Drops the vector collection (chunks and identity) and chonkit's rows."""
         await collections.delete(collection_id)
 
-    @post("/{collection_id:uuid}/documents", status_code=HTTP_202_ACCEPTED, summary="Embed documents into it")
-    async def add_documents(
-        self, jobs: NamedDependency[JobService], collection_id: FromPath[UUID], data: JSONBody[DocumentIds]
-    ) -> JobCreated:
-        """Queues a durable job; follow it at ``/jobs/{id}`` or ``/jobs/{id}/events``. Unchanged documents
-        (same bytes, same config) are skipped; changed ones have their vectors replaced."""
-        return await jobs.enqueue(collection_id, "embed", data.document_ids)
-
-    @post("/{collection_id:uuid}/documents/remove", status_code=HTTP_202_ACCEPTED, summary="Remove documents")
-    async def remove_documents(
-        self, jobs: NamedDependency[JobService], collection_id: FromPath[UUID], data: JSONBody[DocumentIds]
-    ) -> JobCreated:
-        """Queues a job that deletes the documents' vectors from this collection. A removal wins over an embedding of
-        the same documents into this collection still queued or running: that embedding is cancelled
-        (``superseded`` lists each with the stage it was in; its item ends ``cancelled`` with ``error_code``
-        ``document_removed``) and nothing it was about to write stays. ``already_queued``: documents whose removal
-        is already queued or running (``job`` is null when that is all of them)."""
-        return await jobs.enqueue(collection_id, "remove", data.document_ids)
-
     @get("/{collection_id:uuid}/documents", summary="Documents in the collection")
     async def documents(
         self, collections: NamedDependency[CollectionService], collection_id: FromPath[UUID]
     ) -> list[CollectionDocument]:
         return (await collections.detail(collection_id)).documents
-
-    @get("/{collection_id:uuid}/reports", summary="Embedding reports")
-    async def reports(self, jobs: NamedDependency[JobService], collection_id: FromPath[UUID]) -> list[EmbeddingReport]:
-        """Per document and run: model, tokens, vectors and duration."""
-        return await jobs.reports(collection_id, None)
 
     @post("/{collection_id:uuid}/search", status_code=HTTP_200_OK, summary="Search (retrieval test bench)")
     async def search(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -20,10 +21,11 @@ import msgspec
 from chonkit.collection.models import Collection
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
-from chonkit.embedding.repository import JobRepository
+from chonkit.jobs.repository import JobRepository
 from common.db import Database
 from common.db.database import Connection
 from common.errors import AppError
+from common.vectors.base import VectorStore
 from common.vectors.registry import VectorRegistry
 
 DriftKind = Literal[
@@ -117,6 +119,15 @@ async def _check(conn: Connection, vectors: VectorRegistry, collection: Collecti
             await store.set_groups(collection.name, collection.groups)
         drift.append(found("identity_mismatch", f"stored identity {stored!r} differs from the database", repair))
 
+    return drift + await _check_documents(conn, store, collection, found, repair=repair)
+
+
+async def _check_documents(
+    conn: Connection, store: VectorStore, collection: Collection, found: Callable[..., Drift], *, repair: bool
+) -> list[Drift]:
+    """Each document's vectors against the count chonkit recorded: vectors of a document it should not hold are
+    orphans (deleted by a repair), a count that differs is re-embedded by a repair."""
+    drift = []
     in_store = await store.document_ids(collection.name)
     expected = await CollectionRepository(conn).chunk_counts(collection.id)
     for document_id, count in sorted(in_store.items()):

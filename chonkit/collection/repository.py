@@ -1,4 +1,5 @@
-"""SQL for ``chonkit.collections`` and ``chonkit.collection_documents``."""
+"""SQL for ``chonkit.collections`` and ``chonkit.collection_documents``, and whether a collection is moving to another
+model (``chonkit.collection_migrations``), which every write of its documents asks first."""
 
 from __future__ import annotations
 
@@ -82,6 +83,21 @@ class CollectionRepository:
     async def lock(self, collection_id: UUID) -> None:
         """Hold the collection's advisory lock until the transaction ends."""
         await self.conn.execute("SELECT pg_advisory_xact_lock($1)", collection_lock_key(collection_id))
+
+    async def hold(self, collection_id: UUID, *, exclusive: bool) -> bool:
+        """Lock the collection's row until the transaction ends: a migration starting (exclusive) and a write being
+        queued (shared) wait for each other, so neither misses the other. False when there is no such row."""
+        mode = "UPDATE" if exclusive else "SHARE"
+        found = await self.conn.fetchval(f"SELECT 1 FROM chonkit.collections WHERE id = $1 FOR {mode}", collection_id)
+        return found is not None
+
+    async def version_building(self, collection_id: UUID) -> str | None:
+        """The store-side name of the new version a move to another model is building, if one is."""
+        version: str | None = await self.conn.fetchval(
+            "SELECT version FROM chonkit.collection_migrations WHERE collection_id = $1 AND state = 'building'",
+            collection_id,
+        )
+        return version
 
     async def all(self) -> list[Collection]:
         return [_collection(r) for r in await self.conn.fetch(_SELECT + " ORDER BY c.name, c.vector_provider")]

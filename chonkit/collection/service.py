@@ -14,6 +14,7 @@ from uuid import UUID
 import msgspec
 
 import schemas
+from chonkit.collection.guards import drop_building_version, refuse_if_migrating
 from chonkit.collection.models import (
     VERSION_PREFIX,
     Collection,
@@ -28,7 +29,6 @@ from chonkit.collection.models import (
     SearchResponse,
 )
 from chonkit.collection.repository import CollectionRepository
-from chonkit.reembedding.guards import drop_building_version, refuse_if_migrating
 from common.embedders.base import EmbedderRegistry
 from common.errors import Conflict, InvalidInput, NotFound
 from common.groups import check_groups

@@ -16,6 +16,7 @@ from uuid import UUID
 
 import msgspec
 
+from chonkit.collection.guards import refuse_if_any_migrating
 from chonkit.collection.repository import CollectionRepository
 from chonkit.document.chunking import Chunk, TokenCounter, default_chunk_config, validate_chunk_config
 from chonkit.document.isolated import chunk_isolated, parse_isolated
@@ -38,8 +39,7 @@ from chonkit.document.parsed import Block, ParsedDocument, Section
 from chonkit.document.parsing import DocumentType, ParseConfig, sniff, validate_parse_config
 from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
-from chonkit.embedding.repository import JobRepository
-from chonkit.reembedding.guards import refuse_if_any_migrating
+from chonkit.jobs.repository import JobRepository
 from common.db import Database
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, NotFound, PayloadTooLarge

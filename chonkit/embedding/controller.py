@@ -1,4 +1,5 @@
-"""``/jobs``: progress of embedding jobs, as JSON or a Server-Sent Events stream; cancel and retry."""
+"""``/jobs``: progress of embedding jobs, as JSON or a Server-Sent Events stream; cancel and retry. And a collection's
+own job routes: embed documents into it, remove them, its embedding reports."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from uuid import UUID
 
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, FromQuery, QueryParameter
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
-from litestar.status_codes import HTTP_200_OK
+from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 
-from chonkit.embedding.models import Job, Stage
-from chonkit.embedding.repository import PAGE_SIZE
 from chonkit.embedding.service import FeedEvent, JobFeed, JobService
+from chonkit.jobs.models import DocumentIds, EmbeddingReport, Job, JobCreated, Stage
+from chonkit.jobs.repository import PAGE_SIZE
 from common.http.pagination import Offset
 
 
@@ -64,6 +65,37 @@ class JobController(Controller):
     async def retry(self, jobs: NamedDependency[JobService], job_id: FromPath[UUID]) -> Job:
         """Only failed documents are queued again; done ones are left alone."""
         return await jobs.retry_failed(job_id)
+
+
+class CollectionJobController(Controller):
+    """The jobs of one collection, under its path."""
+
+    path = "/collections"
+    tags = ["collections"]
+
+    @post("/{collection_id:uuid}/documents", status_code=HTTP_202_ACCEPTED, summary="Embed documents into it")
+    async def add_documents(
+        self, jobs: NamedDependency[JobService], collection_id: FromPath[UUID], data: JSONBody[DocumentIds]
+    ) -> JobCreated:
+        """Queues a durable job; follow it at ``/jobs/{id}`` or ``/jobs/{id}/events``. Unchanged documents
+        (same bytes, same config) are skipped; changed ones have their vectors replaced."""
+        return await jobs.enqueue(collection_id, "embed", data.document_ids)
+
+    @post("/{collection_id:uuid}/documents/remove", status_code=HTTP_202_ACCEPTED, summary="Remove documents")
+    async def remove_documents(
+        self, jobs: NamedDependency[JobService], collection_id: FromPath[UUID], data: JSONBody[DocumentIds]
+    ) -> JobCreated:
+        """Queues a job that deletes the documents' vectors from this collection. A removal wins over an embedding of
+        the same documents into this collection still queued or running: that embedding is cancelled
+        (``superseded`` lists each with the stage it was in; its item ends ``cancelled`` with ``error_code``
+        ``document_removed``) and nothing it was about to write stays. ``already_queued``: documents whose removal
+        is already queued or running (``job`` is null when that is all of them)."""
+        return await jobs.enqueue(collection_id, "remove", data.document_ids)
+
+    @get("/{collection_id:uuid}/reports", summary="Embedding reports")
+    async def reports(self, jobs: NamedDependency[JobService], collection_id: FromPath[UUID]) -> list[EmbeddingReport]:
+        """Per document and run: model, tokens, vectors and duration."""
+        return await jobs.reports(collection_id, None)
 
 
 async def _sse(events: AsyncIterator[FeedEvent]) -> AsyncIterator[ServerSentEventMessage]:

@@ -9,10 +9,10 @@ from uuid import UUID
 
 import msgspec
 
+from chonkit.collection.guards import refuse_if_migrating
 from chonkit.collection.repository import CollectionRepository
-from chonkit.embedding.models import EmbeddingReport, Job, JobCreated, JobItem, JobSummary, JobUpdate, Stage
-from chonkit.embedding.repository import PAGE_SIZE, JobRepository
-from chonkit.reembedding.guards import refuse_if_migrating
+from chonkit.jobs.models import EmbeddingReport, Job, JobCreated, JobItem, JobSummary, JobUpdate, Stage
+from chonkit.jobs.repository import PAGE_SIZE, JobRepository
 from common.db import Database
 from common.db.database import Connection
 from common.errors import Conflict, NotFound, Unavailable

@@ -1,5 +1,7 @@
-"""The embedding worker: claims one document of a job at a time and takes it through
-parsing → chunking → embedding → writing, durably.
+"""The embedding worker: claims one document of a job at a time and takes it through the ingest pipeline
+(:mod:`chonkit.ingest.pipeline`: parsing → chunking → embedding → writing), durably — into its collection for an
+embedding, into the collection's new version for a re-embedding (:mod:`chonkit.reembedding.step`); a removal deletes
+its chunks.
 
 Crash safety comes from three facts: a claim is a row update (``FOR UPDATE SKIP LOCKED``); a running
 item's heartbeat stops when its worker dies, so another worker takes it over after
@@ -21,91 +23,55 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import socket
-import time
 import uuid
-from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
-
-import msgspec
 
 from chonkit.collection.models import Collection
 from chonkit.collection.reconcile import upgrade_lexical_indexes
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
-from chonkit.document.chunking import ChunkResult, default_chunk_config, validate_chunk_config
-from chonkit.document.isolated import chunk_isolated, parse_isolated
+from chonkit.document.chunking import ChunkResult
 from chonkit.document.models import Document
-from chonkit.document.parsing import DocumentType, ParseConfig
-from chonkit.document.parsing.ocr import ParseStopped
 from chonkit.document.repository import DocumentRepository, StoredConfig
 from chonkit.document.storage import BlobStore
-from chonkit.embedding.repository import ClaimedItem, Embedded, JobRepository
+from chonkit.ingest.pipeline import (
+    EMBED_BATCH,
+    WRITE_BATCH,
+    Claim,
+    Pipeline,
+    Stop,
+    Target,
+    Watch,
+    chunk_records,
+    config_hash,
+    configs,
+)
+from chonkit.jobs.repository import ClaimedItem, Embedded, JobRepository
+from chonkit.jobs.runner import Runner, keep_claim
+from chonkit.reembedding.service import Settler
+from chonkit.reembedding.step import ReembedStep
 from common import telemetry
 from common.db import Database
-from common.embedders.base import Embedder, EmbedderRegistry
+from common.db.database import Connection
+from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, Unavailable
-from common.vectors.base import ChunkPayload, Vector, VectorRecord
 from common.vectors.registry import VectorRegistry
 from schemas.models import Identity
 
+__all__ = ["EMBED_BATCH", "UNCHANGED", "WRITE_BATCH", "EmbeddingWorker", "chunk_records", "config_hash"]
+"""The pipeline's batches, records and hash are also asked of the worker by name (benchmarks, tests)."""
+
 logger = logging.getLogger(__name__)
 
-POINT_NAMESPACE = uuid.UUID("5b0c6a52-6f1d-4c1e-9a57-2f5d0b6a9c3e")
 MAX_ATTEMPTS = 5
-EMBED_BATCH = 64
-WRITE_BATCH = 256
 UNCHANGED = "Already embedded in this collection with the same content and settings."
 CANCEL_POLL_SECONDS = 1.0
 """How often a running item's job is asked whether it was cancelled: one primary-key read, so a cancel waits about a
 second rather than for the stage to end (a parse by OCR took minutes, issue #26)."""
-
-
-def point_id(collection_id: UUID, document_id: UUID, chunk_index: int, content_hash: str) -> str:
-    """The same chunk of the same document version always gets the same id, in every retry."""
-    return str(uuid.uuid5(POINT_NAMESPACE, f"{collection_id}:{document_id}:{chunk_index}:{content_hash}"))
-
-
-PIPELINE_VERSION = 3
-"""Raised whenever parsing or chunking reads the same bytes and settings into other text (2: #27's cleaning of
-HTML chrome and PDF running headers, code kept indented; 3: a chunk inside a table repeats its first row, and a
-JSON array of records is a table), so the next embed re-does documents it would otherwise skip as unchanged: a
-collection made before is cleaned by embedding it again."""
-
-
-def config_hash(parse_config: Any, chunk_config: Any, model: str) -> str:
-    """Changes when anything that shapes the vectors changes (so an unchanged document can be skipped)."""
-    encoded = msgspec.json.encode([parse_config, chunk_config, model, PIPELINE_VERSION], order="sorted")
-    return hashlib.sha256(encoded).hexdigest()[:32]
-
-
-class _Stop(Exception):
-    """Processing must stop: cancelled, or our claim was lost to another worker."""
-
-    def __init__(self, stage: str | None) -> None:
-        super().__init__(stage)
-        self.stage = stage
-
-
-class _Watch:
-    """What the heartbeat task noticed while an item runs; ``stop`` is set with either of the others, for work that
-    just ends (a parse) and leaves the reason to its caller."""
-
-    def __init__(self) -> None:
-        self.lost = asyncio.Event()
-        """Our claim is gone: another worker took the item over (or it finished)."""
-        self.cancelled = asyncio.Event()
-        """The job's cancel was asked for."""
-        self.stop = asyncio.Event()
-
-    def stopped(self) -> _Stop:
-        """What to raise once ``stop`` is set: lost claims end without a word, a cancel finishes the item."""
-        return _Stop(None if self.lost.is_set() else "cancelled")
 
 
 class EmbeddingWorker:
@@ -126,40 +92,23 @@ class EmbeddingWorker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.heartbeat_seconds = heartbeat_seconds
         self.stale_after = timedelta(seconds=heartbeat_seconds * 6)
-        self._wake = asyncio.Event()
-        from chonkit.reembedding.service import Settler
-        from chonkit.reembedding.step import ReembedStep
-
-        self._reembed = ReembedStep(db, blobs, embedders, vectors)
+        self._runner = Runner("worker", self.run_once)
+        self._pipeline = Pipeline(db, blobs, vectors)
+        self._reembed = ReembedStep(db, embedders, self._pipeline)
         self._migrations = Settler(db, vectors)
 
     def wake(self) -> None:
         """New work was queued in this process: skip the rest of the idle wait."""
-        self._wake.set()
+        self._runner.wake()
 
     async def run(self, stop: asyncio.Event, *, idle_seconds: float = 1.0) -> None:
-        """Work until ``stop`` is set; a lost database or vector store is waited out, and an unexpected error
-        is logged and retried the same way: a worker that stopped would leave every job queued unseen. First,
-        collections made before lexical retrieval get their lexical index (once; a no-op for the others)."""
+        """Work until ``stop`` is set (:class:`~chonkit.jobs.runner.Runner`). First, collections made before lexical
+        retrieval get their lexical index (once; a no-op for the others)."""
         try:
             await upgrade_lexical_indexes(self.db, self.vectors)
         except Unavailable as exc:
             logger.warning("lexical indexes not checked now (a collection's next write adds its own): %s", exc.detail)
-        backoff = idle_seconds
-        while not stop.is_set():
-            try:
-                worked = await self.run_once()
-                backoff = idle_seconds
-            except Unavailable as exc:
-                logger.warning("worker waiting for a dependency: %s", exc.detail)
-                worked, backoff = False, min(backoff * 2, 30.0)
-            except Exception:
-                logger.exception("worker loop failed; retrying")
-                worked, backoff = False, min(backoff * 2, 30.0)
-            if not worked:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
+        await self._runner.run(stop, idle_seconds=idle_seconds)
 
     async def run_once(self) -> bool:
         """Apply one pending document update, settle one finished migration (``chonkit.reembedding``) or process one
@@ -170,12 +119,19 @@ class EmbeddingWorker:
             item = await JobRepository(conn).claim(self.name, self.stale_after)
         if item is None:
             return False
-        watch = _Watch()
-        beat = asyncio.create_task(self._beat(item, watch))
+        claim = Claim(item=item, worker=self.name, watch=Watch())
+        beat = asyncio.create_task(
+            keep_claim(
+                lambda due: self._beat(claim, due),
+                every=self.heartbeat_seconds,
+                poll=CANCEL_POLL_SECONDS,
+                what=str(item.document_id),
+            )
+        )
         try:
             with telemetry.span("chonkit.job_item", _span_attributes(item)):
-                await self._process(item, watch)
-        except _Stop as stop:
+                await self._process(claim)
+        except Stop as stop:
             if stop.stage is not None:
                 await self._finish(item, stop.stage)
         except AppError as exc:
@@ -225,44 +181,28 @@ class EmbeddingWorker:
                 await collections.finish_document_update(update)
         return True
 
-    async def _beat(self, item: ClaimedItem, watch: _Watch) -> None:
-        """Refresh the claim every ``heartbeat_seconds`` and ask for a cancel every :data:`CANCEL_POLL_SECONDS`
-        (or as often as the heartbeat, when that is more often); what it finds, it sets on ``watch``."""
-        beat_due = time.monotonic() + self.heartbeat_seconds
-        while True:
-            await asyncio.sleep(min(self.heartbeat_seconds, CANCEL_POLL_SECONDS))
-            try:
-                async with self.db.transaction() as conn:
-                    jobs = JobRepository(conn)
-                    if time.monotonic() >= beat_due:
-                        if not await jobs.heartbeat(item, self.name):
-                            watch.lost.set()
-                            watch.stop.set()
-                            return
-                        beat_due = time.monotonic() + self.heartbeat_seconds
-                    if not watch.cancelled.is_set() and await jobs.cancel_requested(item.job_id):
-                        watch.cancelled.set()
-                        watch.stop.set()
-            except Unavailable:
-                logger.warning("heartbeat missed for %s", item.document_id)
+    async def _beat(self, claim: Claim, due: bool) -> bool:
+        """Refresh the claim when its heartbeat is due and ask for a cancel every :data:`CANCEL_POLL_SECONDS`; what
+        it finds, it sets on the claim's watch. False once the claim is gone."""
+        watch = claim.watch
+        async with self.db.transaction() as conn:
+            jobs = JobRepository(conn)
+            if due and not await jobs.heartbeat(claim.item, self.name):
+                watch.lost.set()
+                watch.stop.set()
+                return False
+            if not watch.cancelled.is_set() and await jobs.cancel_requested(claim.item.job_id):
+                watch.cancelled.set()
+                watch.stop.set()
+        return True
 
     async def _finish(self, item: ClaimedItem, stage: str, **fields: Any) -> None:
         async with self.db.transaction() as conn:
             await JobRepository(conn).set_stage(item, self.name, stage, **fields)
         telemetry.embedding_item_finished(stage)
 
-    async def _stage(self, item: ClaimedItem, lost: asyncio.Event, stage: str, **fields: Any) -> None:
-        """Enter ``stage`` unless the job was cancelled or our claim lost."""
-        async with self.db.transaction() as conn:
-            jobs = JobRepository(conn)
-            if lost.is_set():
-                raise _Stop(None)
-            if await jobs.cancel_requested(item.job_id):
-                raise _Stop("cancelled")
-            if not await jobs.set_stage(item, self.name, stage, **fields):
-                raise _Stop(None)
-
-    async def _process(self, item: ClaimedItem, watch: _Watch) -> None:
+    async def _process(self, claim: Claim) -> None:
+        item = claim.item
         if item.attempts > MAX_ATTEMPTS:
             raise InvalidInput(
                 f"Processing stopped {MAX_ATTEMPTS} times without finishing (the worker crashed or was killed).",
@@ -274,45 +214,16 @@ class EmbeddingWorker:
             saved = await DocumentRepository(conn).get_config(item.document_id)
             state = await JobRepository(conn).embedded_state(item.collection_id, item.document_id)
         if collection is None:
-            raise _Stop("cancelled")
+            raise Stop("cancelled")
         if item.kind == "remove":
             await self._remove(item, collection)
             return
         if item.kind == "reembed":
-            await self._reembed_document(item, watch, collection, document, saved)
+            await self._reembed.process(claim, document=document, saved=saved)
             return
         if document is None or saved is None:
             raise InvalidInput("The document was deleted before it could be embedded.", code="document_not_found")
-        await self._embed(item, watch, collection=collection, document=document, saved=saved, state=state)
-
-    async def _reembed_document(
-        self,
-        item: ClaimedItem,
-        watch: _Watch,
-        collection: Collection,
-        document: Document | None,
-        saved: StoredConfig | None,
-    ) -> None:
-        """A document of a migration to another model: these stages, into the collection's new version; a cancel
-        stops its parse within a second, as an embedding's."""
-        from chonkit.reembedding.step import ClaimLost
-
-        try:
-            await self._reembed.process(
-                item,
-                watch.lost,
-                collection=collection,
-                document=document,
-                saved=saved,
-                enter=self._stage,
-                worker=self.name,
-                stop=watch.stop,
-            )
-        except ClaimLost as exc:
-            raise _Stop(None) from exc
-        except ParseStopped:
-            raise watch.stopped() from None
-        telemetry.embedding_item_finished("done")
+        await self._embed(claim, collection=collection, document=document, saved=saved, state=state)
 
     async def _remove(self, item: ClaimedItem, collection: Collection) -> None:
         store = self.vectors.get(collection.vector_provider)
@@ -325,16 +236,10 @@ class EmbeddingWorker:
         telemetry.embedding_item_finished("done")
 
     async def _embed(
-        self,
-        item: ClaimedItem,
-        watch: _Watch,
-        *,
-        collection: Collection,
-        document: Document,
-        saved: StoredConfig,
-        state: Embedded | None,
+        self, claim: Claim, *, collection: Collection, document: Document, saved: StoredConfig, state: Embedded | None
     ) -> None:
-        timings: dict[str, float] = {}
+        """Through the pipeline into the collection, unless the collection holds the document embedded the same way
+        already (``skipped``)."""
         embedder = self.embedders.get(collection.embedding_provider, collection.model)
         if embedder.dimension != collection.dimension:
             raise InvalidInput(
@@ -342,191 +247,38 @@ class EmbeddingWorker:
                 f"{collection.dimension}-d ones.",
                 code="dimension_mismatch",
             )
-        parse_config = msgspec.convert(saved.parse or {}, ParseConfig)
-        chunk_config = validate_chunk_config(saved.chunk) if saved.chunk else default_chunk_config()
-        digest = config_hash(saved.parse, msgspec.to_builtins(chunk_config), collection.model)
+        stored = configs(saved, collection.embedding_provider, collection.model)
         store = self.vectors.get(collection.vector_provider)
-        unchanged = state is not None and (state.document_sha256, state.config_hash) == (document.sha256, digest)
+        unchanged = state is not None and (state.document_sha256, state.config_hash) == (document.sha256, stored.digest)
         if (
             unchanged
             and state
             and await store.count(collection.name, document_id=str(document.id)) == state.chunk_count
         ):
-            await self._finish(item, "skipped", chunks=state.chunk_count, timings=timings, reason=UNCHANGED)
+            await self._finish(claim.item, "skipped", chunks=state.chunk_count, timings={}, reason=UNCHANGED)
             return
-
-        started = time.perf_counter()
-        data = await asyncio.to_thread(self.blobs.get, document.sha256)
-        try:
-            parsed = await parse_isolated(data, DocumentType(document.doc_type), parse_config, stop=watch.stop)
-        except ParseStopped:
-            raise watch.stopped() from None
-        timings["parse_ms"] = _ms(started)
-        telemetry.embedding_stage_done("parse", started)
-
-        await self._stage(item, watch.lost, "chunking", timings=timings)
-        started = time.perf_counter()
-        result = await chunk_isolated(
-            parsed,
-            chunk_config,
-            collection.embedding_provider,
-            collection.model,
-            embedder,
-            max_tokens=embedder.max_tokens,
-        )
-        timings["chunk_ms"] = _ms(started)
-        telemetry.embedding_stage_done("chunk", started)
-        _refuse_oversized(result, embedder)
-
-        await self._stage(item, watch.lost, "embedding", timings=timings, chunks=len(result.chunks))
-        started = time.perf_counter()
-        vectors: list[list[float]] = []
-        for batch_start in range(0, len(result.chunks), EMBED_BATCH):
-            batch = result.chunks[batch_start : batch_start + EMBED_BATCH]
-            vectors.extend((await embedder.embed_documents([c.text for c in batch])).tolist())
-            if watch.stop.is_set():
-                raise watch.stopped()
-        timings["embed_ms"] = _ms(started)
-        telemetry.embedding_stage_done("embed", started)
-        tokens = sum(c.token_count for c in result.chunks)
-
-        await self._stage(item, watch.lost, "writing", timings=timings, tokens=tokens)
-        started = time.perf_counter()
-        await self._write(
-            item,
-            collection=collection,
-            document=document,
-            result=result,
-            vectors=vectors,
-            digest=digest,
-            timings=timings,
-            tokens=tokens,
-            started=started,
-        )
-
-    async def _write(
-        self,
-        item: ClaimedItem,
-        *,
-        collection: Collection,
-        document: Document,
-        result: ChunkResult,
-        vectors: list[list[float]],
-        digest: str,
-        timings: dict[str, float],
-        tokens: int,
-        started: float,
-    ) -> None:
-        store = self.vectors.get(collection.vector_provider)
-        async with self.db.transaction() as conn:
-            collections = CollectionRepository(conn)
-            await collections.lock(collection.id)
-            current = await collections.get(collection.id)  # groups as of now, not as of the job's start
-            if current is None:
-                raise _Stop("cancelled")
-            jobs = JobRepository(conn)
-            if not await jobs.still_writing(item, self.name):
-                raise _Stop(None)  # a removal took it (or another worker did): the store must not see this write
-            # The row is held from here to the commit, so the name, tags and label read next are the ones an
-            # edit of the document either waits for or, committed before, queued an update behind this write.
-            held = await jobs.document_name_for_write(document.id)
-            metadata = None if held is None else await DocumentRepository(conn).get(document.id)
-            if metadata is None:
-                raise InvalidInput("The document was deleted while it was being embedded.", code="document_deleted")
-            records = chunk_records(
-                collection_id=collection.id,
-                identity=identity_of(current),
-                document_id=document.id,
-                document_name=metadata.name,
-                tags=metadata.tags,
-                label=metadata.label,
-                document_sha256=document.sha256,
-                result=result,
-                vectors=vectors,
-            )
-            await store.delete_document(collection.name, str(document.id))
-            for batch_start in range(0, len(records), WRITE_BATCH):
-                await store.upsert(collection.name, records[batch_start : batch_start + WRITE_BATCH])
-            await jobs.replace_parents(
-                collection.id,
-                document.id,
-                [
-                    (p.index, p.content, p.char_start, p.char_end, p.page_start, p.page_end, list(p.heading_path))
-                    for p in result.parents
-                ],
-            )
-            await jobs.record_embedded(collection.id, document.id, document.sha256, digest, len(records))
-            timings["write_ms"] = _ms(started)
-            telemetry.embedding_stage_done("write", started)
-            total_ms = sum(timings.values())
-            await jobs.add_report(
-                item, model=collection.model, tokens=tokens, vectors=len(records), duration_ms=total_ms
-            )
-            if not await jobs.set_stage(item, self.name, "done", timings=timings):
-                raise _Stop(None)  # taken over meanwhile: roll back; the new owner writes the same points
-        telemetry.embedding_item_finished("done")
+        await self._pipeline.run(claim, document, stored, embedder, _into(collection))
 
 
-def chunk_records(
-    *,
-    collection_id: UUID,
-    identity: Identity,
-    document_id: UUID,
-    document_name: str,
-    document_sha256: str,
-    result: ChunkResult,
-    vectors: Sequence[Vector],
-    tags: Sequence[str] = (),
-    label: str | None = None,
-) -> list[VectorRecord]:
-    """What a document's chunks become in the store: deterministic ids, and the payload every reader
-    relies on — the identity properties, the text payload (``content``, ``document_id``) and our extras,
-    among them the document's name, tags and label."""
-    parents = {p.index: p for p in result.parents}
-    records = []
-    for c, vector in zip(result.chunks, vectors, strict=True):
-        content_hash = _content_hash(c.text)
-        payload = ChunkPayload(
-            collection_id=identity.collection_id,
-            name=identity.name,
-            model=identity.model,
-            vectorProvider=identity.vectorProvider,
-            embeddingProvider=identity.embeddingProvider,
-            groups=identity.groups,
-            content=c.text,
-            document_id=str(document_id),
-            document_name=document_name,
-            tags=list(tags),
-            label=label,
-            document_sha256=document_sha256,
-            chunk_index=c.index,
-            char_start=c.char_start,
-            char_end=c.char_end,
-            page_start=c.page_start,
-            page_end=c.page_end,
-            heading_path=list(c.heading_path),
-            token_count=c.token_count,
-            content_hash=content_hash,
-            parent_index=c.parent_index,
-            parent_content=None if c.parent_index is None else parents[c.parent_index].content,
-            ocr=c.ocr,
-        )
-        records.append(
-            VectorRecord(id=point_id(collection_id, document_id, c.index, content_hash), vector=vector, payload=payload)
-        )
-    return records
+def _into(collection: Collection) -> Target:
+    """The collection itself: its chunks carry its identity as it is at the write, and chonkit records the document's
+    parent chunks and what it was embedded from (so an unchanged document is skipped the next time)."""
 
+    def identity(current: Collection | None) -> Identity:
+        if current is None:
+            raise Stop("cancelled")
+        return identity_of(current)
 
-def _refuse_oversized(result: ChunkResult, embedder: Embedder) -> None:
-    if result.oversized:
-        first = result.chunks[result.oversized[0]]
-        raise InvalidInput(
-            f"{len(result.oversized)} chunk(s) exceed the {embedder.max_tokens}-token limit of {embedder.model} "
-            f"(chunk {first.index} has {first.token_count} tokens); choose a smaller chunk size — chunks are "
-            "never silently truncated.",
-            code="chunks_too_long",
-            extra={"oversized": result.oversized},
-        )
+    async def record(conn: Connection, document: Document, result: ChunkResult, digest: str) -> None:
+        jobs = JobRepository(conn)
+        parents = [
+            (p.index, p.content, p.char_start, p.char_end, p.page_start, p.page_end, list(p.heading_path))
+            for p in result.parents
+        ]
+        await jobs.replace_parents(collection.id, document.id, parents)
+        await jobs.record_embedded(collection.id, document.id, document.sha256, digest, len(result.chunks))
+
+    return Target(store=collection.name, identity=identity, record=record)
 
 
 def _span_attributes(item: ClaimedItem) -> dict[str, str | int]:
@@ -538,20 +290,3 @@ def _span_attributes(item: ClaimedItem) -> dict[str, str | int]:
         "ragu.job_kind": item.kind,
         "ragu.attempt": item.attempts,
     }
-
-
-def _content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
-
-
-async def _first(*waits: Awaitable[Any]) -> None:
-    tasks = [asyncio.ensure_future(w) for w in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()

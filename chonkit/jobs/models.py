@@ -1,4 +1,4 @@
-"""Embedding jobs as the API shows them."""
+"""Jobs as the API shows them: embedding, removal and re-embedding jobs share these rows."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import msgspec
 
-from chonkit.embedding.models import (
+from chonkit.jobs.models import (
     FINISHED,
     IN_FLIGHT,
     REMOVED,

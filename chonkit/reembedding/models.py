@@ -8,7 +8,7 @@ from uuid import UUID
 
 import msgspec
 
-from chonkit.embedding.models import Job
+from chonkit.jobs.models import Job
 
 MigrationState = Literal["building", "done", "failed", "cancelled"]
 

@@ -9,21 +9,13 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from chonkit.collection.guards import collection_migrating
 from chonkit.reembedding.models import Migration, MigrationState, Outcome
 from common.db.database import Connection
-from common.errors import Conflict
 
 _COLUMNS = """job_id, collection_id, version, from_provider, from_model, embedding_provider, model, dimension, state,
               error_code, error, created_at, finished_at"""
 _PENDING = "('queued', 'parsing', 'chunking', 'embedding', 'writing')"
-
-
-def collection_migrating(name: str) -> Conflict:
-    return Conflict(
-        f"Collection {name!r} is moving to another embedding model; its documents, groups and model cannot change "
-        "until that finishes (or is cancelled).",
-        code="collection_migrating",
-    )
 
 
 def _migration(record: Any) -> Migration:
@@ -82,20 +74,6 @@ class MigrationRepository:
         """Whether this database has the migrations' tables (revision 0017)."""
         found: bool = await self.conn.fetchval("SELECT to_regclass('chonkit.collection_migrations') IS NOT NULL")
         return found
-
-    async def hold_collection(self, collection_id: UUID, *, exclusive: bool) -> bool:
-        """Lock the collection's row until the transaction ends: a migration starting (exclusive) and a write being
-        queued (shared) wait for each other, so neither misses the other. False when there is no such row."""
-        mode = "UPDATE" if exclusive else "SHARE"
-        found = await self.conn.fetchval(f"SELECT 1 FROM chonkit.collections WHERE id = $1 FOR {mode}", collection_id)
-        return found is not None
-
-    async def building(self, collection_id: UUID) -> Migration | None:
-        record = await self.conn.fetchrow(
-            f"SELECT {_COLUMNS} FROM chonkit.collection_migrations WHERE collection_id = $1 AND state = 'building'",
-            collection_id,
-        )
-        return None if record is None else _migration(record)
 
     async def latest(self, collection_id: UUID) -> Migration | None:
         record = await self.conn.fetchrow(

@@ -27,12 +27,13 @@ from uuid import UUID
 
 import msgspec
 
+from chonkit.collection.guards import collection_migrating
 from chonkit.collection.models import VERSION_PREFIX, Collection
 from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import identity_of
-from chonkit.embedding.repository import JobRepository
+from chonkit.jobs.repository import JobRepository
 from chonkit.reembedding.models import CollectionModel, EmbeddingChange, Migration, MigrationState, MigrationStatus
-from chonkit.reembedding.repository import MigrationRepository, collection_migrating
+from chonkit.reembedding.repository import MigrationRepository
 from common.db import Database
 from common.db.database import Connection
 from common.embedders.base import EmbedderRegistry
@@ -78,7 +79,7 @@ class ReembeddingService:
     async def start(self, collection_id: UUID, change: EmbeddingChange) -> MigrationStatus:
         """Validate the model as collection creation does, then create the version (empty but for its identity)
         and the job that fills it. The same model again is ``409 same_embedding_model``."""
-        if not await self.migrations.hold_collection(collection_id, exclusive=True):
+        if not await self.collections.hold(collection_id, exclusive=True):
             raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
         collection = await self._collection(collection_id)
         model = change.model or self.embedders.models(change.embedding_provider)[0].model
@@ -88,7 +89,7 @@ class ReembeddingService:
                 f"Collection {collection.name!r} is already embedded with {spec.provider}/{spec.model}.",
                 code="same_embedding_model",
             )
-        if await self.migrations.building(collection_id) is not None:
+        if await self.collections.version_building(collection_id) is not None:
             raise collection_migrating(collection.name)
         if await self.migrations.has_pending_items(collection_id):
             raise Conflict(

@@ -10,8 +10,8 @@ from uuid import UUID
 
 import msgspec
 
-from chonkit.embedding.repository import JobRepository
 from chonkit.embedding.service import POLL_SECONDS, FeedEvent, JobService
+from chonkit.jobs.repository import JobRepository
 from chonkit.source.folder import check_globs, resolve_folder
 from chonkit.source.models import ACTIVE, FolderSpec, Run, Source, SourceCreate, SourceSpec, SourceUpdate
 from chonkit.source.repository import SourceRepository, StoredSource, to_source

@@ -33,7 +33,7 @@ import os
 import socket
 import unicodedata
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
@@ -48,8 +48,9 @@ from chonkit.document.parsing.doctype import EXTENSIONS, MEDIA_TYPES
 from chonkit.document.repository import DocumentRepository
 from chonkit.document.service import DocumentService, IncomingFile, Tokenizers, UnusedOriginals
 from chonkit.document.storage import BlobStore
-from chonkit.embedding.repository import JobRepository
 from chonkit.embedding.service import JobService
+from chonkit.jobs.repository import JobRepository
+from chonkit.jobs.runner import Runner, keep_claim
 from chonkit.source.folder import FOLDER_UNREADABLE, FolderLister
 from chonkit.source.items import SkippedItem, SourceItem, SourceLister
 from chonkit.source.models import FolderSpec, SourceSpec, WebSourceSpec
@@ -201,40 +202,26 @@ class SourceSyncer:
         self.concurrency = concurrency
         self.watch_seconds = watch_seconds
         self.listing_seconds = listing_seconds
-        self._wake = asyncio.Event()
+        self._listings: set[asyncio.Task[None]] = set()
+        self._runner = Runner("source syncer", self._work)
 
     def wake(self) -> None:
         """A run was queued in this process: skip the rest of the idle wait."""
-        self._wake.set()
+        self._runner.wake()
 
     async def run(self, stop: asyncio.Event, *, idle_seconds: float = 2.0) -> None:
-        """Work until ``stop`` is set; like the embedding worker, a lost dependency or a bug is waited out.
+        """Work until ``stop`` is set (:class:`~chonkit.jobs.runner.Runner`, as the embedding worker does).
 
         Listings run as tasks of their own, at most :attr:`concurrency` at once; settling and claiming go on
         meanwhile. When ``stop`` is set (or this is cancelled) the listings still running are cancelled: their
         runs stay claimed, and are listed again from the start once their heartbeat is stale, as after a crash.
         """
-        listings: set[asyncio.Task[None]] = set()
-        backoff = idle_seconds
         try:
-            while not stop.is_set():
-                try:
-                    worked = await self._work(listings)
-                    backoff = idle_seconds
-                except Unavailable as exc:
-                    logger.warning("source syncer waiting for a dependency: %s", exc.detail)
-                    worked, backoff = False, min(backoff * 2, 30.0)
-                except Exception:
-                    logger.exception("source syncer loop failed; retrying")
-                    worked, backoff = False, min(backoff * 2, 30.0)
-                if not worked:
-                    self._wake.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=backoff)
+            await self._runner.run(stop, idle_seconds=idle_seconds)
         finally:
-            for task in listings:
+            for task in self._listings:
                 task.cancel()
-            await asyncio.gather(*listings, return_exceptions=True)
+            await asyncio.gather(*self._listings, return_exceptions=True)
 
     async def run_once(self) -> bool:
         """Queue due scheduled runs, settle one run whose job finished, or list one queued run (to its end); False
@@ -250,9 +237,10 @@ class SourceSyncer:
         await self._list(run)
         return True
 
-    async def _work(self, listings: set[asyncio.Task[None]]) -> bool:
-        """:meth:`run_once`, except that a claimed run is listed in a task of its own (added to ``listings``), and
-        none is claimed while :attr:`concurrency` are running; False when there was nothing to start."""
+    async def _work(self) -> bool:
+        """:meth:`run_once`, except that a claimed run is listed in a task of its own, and none is claimed while
+        :attr:`concurrency` are running; False when there was nothing to start."""
+        listings = self._listings
         async with self.db.transaction() as conn:
             due = await SourceRepository(conn).start_due_runs()
         if await self.settle_once():
@@ -268,7 +256,7 @@ class SourceSyncer:
 
         def finished(task: asyncio.Task[None]) -> None:
             listings.discard(task)
-            self._wake.set()  # a slot is free: claim the next queued run now
+            self._runner.wake()  # a slot is free: claim the next queued run now
             if not task.cancelled() and (exc := task.exception()) is not None:
                 logger.error("listing source run %s failed; it is listed again later", run.id, exc_info=exc)
 
@@ -291,35 +279,46 @@ class SourceSyncer:
             await sources.clear_items(run.id)  # listed again after a crash: from the start
         if source is None or collection is None:
             return
-        watched = _Watched()
-        beat = asyncio.create_task(self._beat(run, watched.lost))
-        watch = asyncio.create_task(self._watch(run, watched))
-        try:
-            items = await self._compare(run, source, known, held, watched)
-        except _Stop as stop:
-            if stop.status is not None:
-                await self._abandon(run, "cancelled")
+        items = await self._listed(run, source, known, held)
+        if items is None:
             return
-        except _Fail as failure:
-            logger.info("source %s could not be listed: %s", source.id, failure.detail)
-            await self._abandon(run, "failed", error_code=failure.code, error=failure.detail)
-            return
-        except AppError as exc:
-            if exc.status >= 500 and not exc.code.startswith("web_"):
-                raise  # our database or store is down: the run stays claimed and is listed again later
-            logger.info("source %s could not be listed: %s", source.id, exc.detail)
-            await self._abandon(run, "failed", error_code=exc.code, error=exc.detail)
-            return
-        finally:
-            for task in (beat, watch):
-                task.cancel()
-            await asyncio.wait((beat, watch))
         try:
             await self._hand_over(run, collection, items)
         except AppError as exc:
             if exc.status >= 500:
                 raise
             await self._abandon(run, "failed", error_code=exc.code, error=exc.detail)
+
+    async def _listed(
+        self, run: ClaimedRun, source: StoredSource, known: dict[str, KnownItem], held: set[UUID]
+    ) -> list[RunItem] | None:
+        """:meth:`_compare`, heartbeated and watched; None when the run ended instead (cancelled, failed, or taken
+        over by another worker)."""
+        watched = _Watched()
+        beat = asyncio.create_task(
+            keep_claim(
+                lambda _due: self._beat(run, watched.lost), every=self.heartbeat_seconds, what=f"source run {run.id}"
+            )
+        )
+        watch = asyncio.create_task(self._watch(run, watched))
+        try:
+            return await self._compare(run, source, known, held, watched)
+        except _Stop as stop:
+            if stop.status is not None:
+                await self._abandon(run, "cancelled")
+        except _Fail as failure:
+            logger.info("source %s could not be listed: %s", source.id, failure.detail)
+            await self._abandon(run, "failed", error_code=failure.code, error=failure.detail)
+        except AppError as exc:
+            if exc.status >= 500 and not exc.code.startswith("web_"):
+                raise  # our database or store is down: the run stays claimed and is listed again later
+            logger.info("source %s could not be listed: %s", source.id, exc.detail)
+            await self._abandon(run, "failed", error_code=exc.code, error=exc.detail)
+        finally:
+            for task in (beat, watch):
+                task.cancel()
+            await asyncio.wait((beat, watch))
+        return None
 
     async def _compare(
         self, run: ClaimedRun, source: StoredSource, known: dict[str, KnownItem], held: set[UUID], watched: _Watched
@@ -469,16 +468,13 @@ class SourceSyncer:
                 watched.stop(_Stop("cancelled"))
                 return
 
-    async def _beat(self, run: ClaimedRun, lost: asyncio.Event) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_seconds)
-            try:
-                async with self.db.transaction() as conn:
-                    if not await SourceRepository(conn).heartbeat(run.id, self.name):
-                        lost.set()
-                        return
-            except Unavailable:
-                logger.warning("heartbeat missed for source run %s", run.id)
+    async def _beat(self, run: ClaimedRun, lost: asyncio.Event) -> bool:
+        """One heartbeat of a listing's claim; False (and ``lost`` set) once another worker holds it."""
+        async with self.db.transaction() as conn:
+            if await SourceRepository(conn).heartbeat(run.id, self.name):
+                return True
+        lost.set()
+        return False
 
     # --- settling ---
 
@@ -598,12 +594,3 @@ async def _next_item(
 
 async def _pull(listing: AsyncIterator[SourceItem | SkippedItem]) -> SourceItem | SkippedItem | None:
     return await anext(listing, None)
-
-
-async def _first(*waits: Awaitable[Any]) -> None:
-    tasks = [asyncio.ensure_future(w) for w in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()

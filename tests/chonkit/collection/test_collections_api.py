@@ -13,8 +13,8 @@ import pytest
 
 import schemas
 from chonkit.collection.reconcile import reconcile, upgrade_lexical_indexes
-from chonkit.embedding import worker as embedding_worker
 from chonkit.embedding.worker import EmbeddingWorker
+from chonkit.ingest import pipeline
 from common.db import SingleConnectionDatabase
 from common.db.database import Connection
 from common.vectors.base import SearchFilter
@@ -224,7 +224,7 @@ async def test_a_document_embedded_by_an_earlier_pipeline_is_embedded_again_not_
     collection = await create_collection(chonkit, "qdrant")
     doc_id = await upload(chonkit, "handbook.pdf", pdf(HANDBOOK))
     await embed(chonkit, worker, collection["id"], doc_id)
-    monkeypatch.setattr(embedding_worker, "PIPELINE_VERSION", embedding_worker.PIPELINE_VERSION + 1)
+    monkeypatch.setattr(pipeline, "PIPELINE_VERSION", pipeline.PIPELINE_VERSION + 1)
     again = await embed(chonkit, worker, collection["id"], doc_id)
     assert again["items"][0]["stage"] == "done"
     detail = (await chonkit.get(f"/collections/{collection['id']}")).json()

@@ -24,8 +24,8 @@ import pytest
 from chonkit.app import create_app
 from chonkit.document.isolated import chunk_isolated, parse_isolated
 from chonkit.document.storage import BlobStore
-from chonkit.embedding.repository import JobRepository
 from chonkit.embedding.worker import EmbeddingWorker
+from chonkit.jobs.repository import JobRepository
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import PoolDatabase
@@ -34,7 +34,7 @@ from common.vectors.registry import VectorRegistry
 from tests.chonkit.conftest import AppClient, bearer
 
 PREFIX = "Removal_"
-WORKER = "chonkit.embedding.worker"
+PIPELINE = "chonkit.ingest.pipeline"
 HEARTBEAT = 0.2
 POINTS = [
     "before_claim",
@@ -182,10 +182,11 @@ async def test_a_removal_wins_wherever_it_lands(
         return wrapped
 
     first = stack.workers[0]
-    monkeypatch.setattr(f"{WORKER}.parse_isolated", before("claimed", after("parsed", parse_isolated)))
-    monkeypatch.setattr(f"{WORKER}.chunk_isolated", before("chunking", chunk_isolated))
+    monkeypatch.setattr(f"{PIPELINE}.parse_isolated", before("claimed", after("parsed", parse_isolated)))
+    monkeypatch.setattr(f"{PIPELINE}.chunk_isolated", before("chunking", chunk_isolated))
     monkeypatch.setattr(LocalEmbedder, "embed_documents", before("embedding", LocalEmbedder.embed_documents))
-    monkeypatch.setattr(first, "_write", before("before_write", before("before_write_other_worker", first._write)))
+    write = first._pipeline._write
+    monkeypatch.setattr(first._pipeline, "_write", before("before_write", before("before_write_other_worker", write)))
     monkeypatch.setattr(
         JobRepository, "document_name_for_write", before("writing", JobRepository.document_name_for_write)
     )
