@@ -48,7 +48,11 @@ class OpenAIController(Controller):
         "/chat/completions",
         status_code=HTTP_200_OK,
         summary="Ask an agent (OpenAI Chat Completions)",
-        responses={HTTP_200_OK: ResponseSpec(Completion, description="The answer; streamed: chunks as SSE")},
+        responses={
+            HTTP_200_OK: ResponseSpec(
+                Completion, description="The answer; streamed: chunks as SSE", generate_examples=False
+            )
+        },
     )
     async def chat_completions(
         self,
