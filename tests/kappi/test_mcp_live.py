@@ -6,6 +6,8 @@ read: it comes back to an ``hr`` user, never to one outside ``hr`` nor to a toke
 valid token (none, forged, expired, for another audience) is a 401 whose ``WWW-Authenticate`` names the
 protected-resource metadata, and that document names the issuer kappi accepts tokens from.
 
+Both protocol eras are driven: ``ClientSession``'s initialize handshake and ``mcp.Client``'s newest protocol.
+
 One embedded PostgreSQL and one server serve the module, with an issuer and an audience configured (development
 tokens, HS256, carry both); the default ``extractive`` LLM answers.
 """
@@ -28,7 +30,7 @@ import httpx
 import httpx2
 import msgspec
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.auth.utils import (
     build_protected_resource_metadata_discovery_urls,
     extract_resource_metadata_from_www_auth,
@@ -36,6 +38,7 @@ from mcp.client.auth.utils import (
 )
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from common.auth import mint_dev_token
 from common.config import Settings
@@ -198,6 +201,26 @@ async def test_ask_answers_as_query_does_and_cites_the_marker_only_for_hr(live: 
         text = result.content[0].text
         for withheld in (MARKER, live.restricted["name"], live.restricted["id"]):
             assert withheld not in text
+
+
+@pytest.mark.parametrize("user", ["alice", "nobody"])
+async def test_the_sdks_high_level_client_on_the_newest_protocol_sees_the_same(live: Live, user: str) -> None:
+    """``mcp.Client`` negotiates the newest protocol (no initialize handshake: each request stands alone), which
+    the SDK's transport serves on a path of its own: the caller and the results are the same."""
+    async with live.api(user, *USERS[user]) as api:
+        retrieved = await api.post(f"/kappi/agents/{live.agent_id}/retrieve", json={"content": QUESTION, "top_k": 20})
+        queried = await api.post(f"/kappi/agents/{live.agent_id}/query", json={"content": QUESTION})
+    token = live.token(user, *USERS[user])
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        Client(streamable_http_client(live.mcp_url, http_client=http)) as client,
+    ):
+        assert client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+        searched = await client.call_tool("search", {"agent_id": live.agent_id, "query": QUESTION, "top_k": 20})
+        asked = await client.call_tool("ask", {"agent_id": live.agent_id, "question": QUESTION})
+    assert _structured(searched)["citations"] == retrieved.json()["citations"]
+    assert _structured(asked)["citations"] == queried.json()["citations"]
+    assert (MARKER in asked.content[0].text) is (user == "alice")
 
 
 async def test_an_agent_outside_the_users_groups_is_not_found_as_in_the_api(live: Live) -> None:
