@@ -232,6 +232,28 @@ async def test_an_agent_outside_the_users_groups_is_not_found_as_in_the_api(live
             assert _problem(result) == refused.json()  # the API's problem document, word for word
 
 
+async def test_a_revoked_group_is_excluded_from_the_very_next_tool_call(live: Live) -> None:
+    """The chunks' own groups change before chonkit's ``PUT`` returns, so no identity cache can delay this."""
+    marker = "Wombatcode"
+    async with live.api("admin", admin=True) as admin:
+        ops = await embedded_collection(
+            admin, f"Ops_{uuid.uuid4().hex[:6]}", f"Vacation days for the night shift: ask {marker}.".encode(), ["ops"]
+        )
+        agent = (await admin.post("/kappi/admin/agents", json={"name": "Ops"})).json()
+        assign = {"add": [{"vector_provider": "pgvector", "name": ops["name"], "instruction": "ops"}]}
+        assert (await admin.put(f"/kappi/admin/agents/{agent['id']}/collections", json=assign)).status_code == 200
+        search = {"agent_id": agent["id"], "query": QUESTION}
+        async with mcp_session(live.mcp_url, live.token("carol", "ops")) as session:
+            assert marker in (await session.call_tool("search", search)).content[0].text
+            revoked = await admin.put(f"/chonkit/collections/{ops['id']}/groups", json={"groups": ["finance"]})
+            assert revoked.status_code == 200, revoked.text
+            for _ in range(10):
+                searched = await session.call_tool("search", search)
+                asked = await session.call_tool("ask", {"agent_id": agent["id"], "question": QUESTION})
+                for result in (searched, asked):
+                    assert marker not in str(result.content), result
+
+
 async def test_bad_arguments_are_errors_with_codes(live: Live) -> None:
     async with mcp_session(live.mcp_url, live.token("alice", "hr")) as session:
         by_name = await session.call_tool("ask", {"agent_id": "Helper", "question": QUESTION})
