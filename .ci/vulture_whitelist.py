@@ -45,3 +45,6 @@ _.embedding_model, _.explain_access, _.follow_run, _.health, _.ready, _.remove_d
 _.retry_run, _.set_document_config, _.sync_source, _.update_agent, _.update_source, _.wait_for_job, sources_used
 # The OpenAI-compatible API's wire fields (kappi/openai_api/models.py), serialised by name for OpenAI clients.
 owned_by, prompt_tokens, completion_tokens, total_tokens, ragu_citations, ragu_also_retrieved, finish_reason, logprobs
+# The framework retrievers' hooks (ragu_client/langchain.py, llama_index.py): LangChain's BaseRetriever calls
+# _aget_relevant_documents and reads pydantic's model_config and its validators, LlamaIndex's calls _aretrieve.
+_.model_config, _._has_a_client, _._aget_relevant_documents, _._aretrieve

@@ -81,7 +81,13 @@ def test_the_wheel_ships_the_package_and_requires_httpx_and_msgspec_only(wheel: 
     assert all(members[name] == (REPO / name).read_bytes() for name in shipped)
     metadata = next(content for name, content in members.items() if name.endswith(".dist-info/METADATA")).decode()
     requires = [line.removeprefix("Requires-Dist: ") for line in metadata.splitlines() if "Requires-Dist" in line]
-    assert requires == PROJECT["dependencies"] == ["httpx>=0.27", "msgspec>=0.19"]
+    base = [requirement for requirement in requires if "extra ==" not in requirement]
+    assert base == PROJECT["dependencies"] == ["httpx>=0.27", "msgspec>=0.19"]
+    # the frameworks only on request (pip install 'ragu-client[langchain]'): tests/ragu_client/test_frameworks.py
+    assert sorted(set(requires) - set(base)) == [
+        'langchain-core>=1.0; extra == "langchain"',
+        'llama-index-core>=0.14; extra == "llama-index"',
+    ]
 
 
 def test_alone_it_pulls_at_most_ten_packages_and_no_part_of_the_server(fresh_venv: Path) -> None:
