@@ -20,9 +20,9 @@ EXTRACTIVE = "extractive"
 LOCAL_PROVIDER = "local"
 """The registry name of the embedded llama.cpp server that ``ragu serve`` starts when a local model is installed."""
 LOCAL_PASSAGE_TOKENS = 600
-"""The passages' budget in the embedded model's prompt (:func:`kappi.llm.windows.sized`), chosen on the answer
-bench's dev split (docs/benchmarks.md): a small model on two cores reads whole passages slowly and is distracted by
-them. Other providers (a larger model on a server) read whole passages."""
+"""The passages' budget in the embedded model's prompt (:func:`kappi.llm.windows.sized`): a small model on two
+cores reads whole passages slowly and is distracted by them. Checked on the answer bench's dev split, one value and
+no sweep (docs/benchmarks.md, #31). Other providers (a larger model on a server) read whole passages."""
 
 
 class LocalLlm(Protocol):
