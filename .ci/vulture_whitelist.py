@@ -9,7 +9,7 @@ dead code to delete.
 # msgspec Struct fields: serialised by name in API responses, never read in Python.
 document_count, embedded_at, matches_database, vector_count, vector_providers, embedding_models
 collections_checked, characters, block_count, truncated, parent_count, started_at, finished_at
-already_queued, expires_in, client_id, scopes, sign_in, matched_groups, action, ok, agent_available, llm_ms
+already_queued, expires_in, client_id, scopes, sign_in, matched_groups, action, ok, agent_available, llm_ms, total_ms
 collections_searched
 document_hits
 dropped_sentences
@@ -34,7 +34,7 @@ _.render, _.receive_router
 # The status object tests read (common/vectors/resident.py), the migration heads tests check.
 _.in_memory, current_heads
 # The published contract's API for other applications.
-parse_text_payload
+parse_text_payload, parse_chunk
 # ragu_client's public API for other applications: a method per route of both services, in the sync and async clients
 # alike, that nothing in the packages calls. tests/ragu_client/test_openapi_models.py calls every one against the
 # operation it sends (vulture reads packages only); the stream's Done.sources_used is read by callers.

@@ -90,7 +90,7 @@ async def stream(chats: ChatService, request: CompletionRequest, principal: Prin
     prepared = await prepare(chats, request, principal)
     include_usage = request.stream_options is not None and bool(request.stream_options.include_usage)
     # events() is an async generator (annotated as an iterator): closed at once when the stream is
-    events = cast(AsyncGenerator[Event, None], chats.answerer.events(prepared, reraise=True))
+    events = cast(AsyncGenerator[Event, None], chats.answerer.events(prepared, reraise=True, preliminary=False))
     started: list[Event] = []
     try:
         async for event in events:
