@@ -1168,8 +1168,21 @@ class Load:
         self.world.chats[user.subject].append(user.chat)
         return True
 
+    def _without_preliminary(self, user: User, events: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The stream without its ``preliminary`` quote (a model's answers send one after ``sources``), once the
+        quote is checked to cite only passages the sources listed."""
+        if len(events) < 2 or events[1][0] != "preliminary":
+            return events
+        listed = {citation["citation"] for citation in json.loads(events[0][1])["citations"]}
+        cited = json.loads(events[1][1])["citations"]
+        self.rec.checks["citations_checked"] += len(cited)
+        if not set(cited) <= listed:
+            self.rec.error("chat_stream", "preliminary_cites_unlisted", f"{user.subject} cited {cited} of {listed}")
+        return [events[0], *events[2:]]
+
     async def chat_stream(self, user: User) -> bool:
-        """A streamed answer: ``sources``, ``token`` events, ``done`` last; every event parsed and checked."""
+        """A streamed answer: ``sources``, a model's ``preliminary`` quote, ``token`` events, ``done`` last; every
+        event parsed and checked."""
         if user.chat is None:
             return False
         chat = user.chat
@@ -1192,6 +1205,7 @@ class Load:
         user.turns += 1
         self.rec.checks["chat_events_parsed"] += len(events)
         self.inspect("chat_stream", user, "\n".join(data for _, data in events))
+        events = self._without_preliminary(user, events)
         names = [name for name, _ in events]
         asked = body["content"]
         if names == ["sources", "error"] and self.refused("chat_stream", user, asked, json.loads(events[1][1])):
