@@ -377,22 +377,24 @@ class RaguServer:
 
     def log_summary(self) -> dict[str, Any]:
         """Lines of the JSON log by level (a non-JSON line with a traceback counts as an error, others as
-        ``other``); the first lines above ``info``."""
+        ``other``); the first lines above ``info``, errors first (a failing run shows what failed, not its first
+        warnings)."""
         levels: Counter[str] = Counter()
-        samples: list[str] = []
+        errors: list[str] = []
+        others: list[str] = []
         for line in self.log.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 level = str(json.loads(line).get("level", "unknown"))
             except (ValueError, AttributeError):
                 level = "error" if "Traceback" in line else "other"
             levels[level] += 1
-            if level != "info" and len(samples) < MAX_SAMPLES_KEPT:
-                samples.append(line[:2000])
+            if level != "info":
+                (errors if level in ("error", "critical") else others).append(line[:2000])
         return {
             "errors": levels["error"] + levels["critical"],
             "warnings": levels["warning"],
             "levels": dict(levels),
-            "samples": samples,
+            "samples": (errors + others)[:MAX_SAMPLES_KEPT],
         }
 
     def log_tail(self, lines: int = 40) -> str:

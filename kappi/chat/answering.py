@@ -237,15 +237,7 @@ class Answerer:
             raise
         finally:
             timings = run.timings(answered=bool(run.parts) or status == "complete")
-            saved: Message | None = None
-            unsaved: AppError | None = None
-            try:
-                if prepared.chat is not None:
-                    saved = await asyncio.shield(
-                        self._save(prepared, run, status=status, timings=timings, error_code=error_code)
-                    )
-            except AppError as exc:  # the database went away while we answered; an error already in flight wins
-                unsaved = exc
+            saved, unsaved = await self._saved(prepared, run, status=status, timings=timings, error_code=error_code)
         if unsaved is not None and status == "complete":
             # The stream still ends with an event that has a code, never with a reset connection.
             if reraise:
@@ -284,6 +276,21 @@ class Answerer:
         :meth:`events` saves every answer it starts, and no question is left in the history without one."""
         timings = Timings(embed_ms=0.0, search_ms=0.0, llm_ms=0.0, total_ms=0.0)
         await self._save(prepared, _Run(), status="cancelled", timings=timings, error_code="client_disconnected")
+
+    async def _saved(
+        self, prepared: Prepared, run: _Run, *, status: str, timings: Timings, error_code: str | None
+    ) -> tuple[Message | None, AppError | None]:
+        """The stored answer (none for a stateless question, or a chat deleted meanwhile), or why it could not be
+        stored: the database went away while it was answered (an error already in flight wins over that one)."""
+        if prepared.chat is None:
+            return None, None
+        try:
+            saved = await asyncio.shield(
+                self._save(prepared, run, status=status, timings=timings, error_code=error_code)
+            )
+        except AppError as exc:
+            return None, exc
+        return saved, None
 
     async def _save(
         self, prepared: Prepared, run: _Run, *, status: str, timings: Timings, error_code: str | None
@@ -473,8 +480,8 @@ async def _first_then(
         for task in (first, head):
             if not task.done():
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task  # a failure no one reads (the model's llm_busy after the quote) is taken here, not logged
         await stream.aclose()
 
 

@@ -108,17 +108,26 @@ def sized(passages: Sequence[Passage], question: str, budget_tokens: int) -> lis
             used += cost
 
     for p, units in enumerate(per):
-        for i in range(len(units)):
-            if not units[i].heading:
-                break
+        for i in _kept_whole(units, scores[p]):
             take(p, i, always=True)
-        if units:
-            take(p, max(range(len(units)), key=lambda i: (scores[p][i], -i)), always=True)
     ranked = sorted((-s, p, i) for p, row in enumerate(scores) for i, s in enumerate(row) if s > 0)
     for _, p, i in ranked:
         for at in (i, i + 1, i - 1):
             take(p, at)
     return [_render(passage, units, kept) for passage, units, kept in zip(passages, per, chosen, strict=True)]
+
+
+def _kept_whole(units: Sequence[_Unit], scores: Sequence[float]) -> list[int]:
+    """The units a passage keeps whatever the budget: its leading headings and its best sentence (the first
+    with none of the question's terms), so that it stays citable."""
+    kept = []
+    for i, unit in enumerate(units):
+        if not unit.heading:
+            break
+        kept.append(i)
+    if units:
+        kept.append(max(range(len(units)), key=lambda i: (scores[i], -i)))
+    return kept
 
 
 def _scores(per: Sequence[Sequence[_Unit]], asked: set[str]) -> list[list[float]]:
