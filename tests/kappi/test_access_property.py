@@ -388,6 +388,35 @@ class _NoDatabase:
         pass
 
 
+def extractive_agent(assignments: list[Assignment]) -> Agent:
+    """An agent answering with ``extractive`` from ``assignments``, as if stored: what every channel's property
+    test asks (this module's, the OpenAI endpoint's, MCP's)."""
+    now = datetime.now(UTC)
+    config = AgentVersion(
+        version=1,
+        llm_provider="extractive",
+        llm_model="extractive",
+        system_prompt="",
+        context_template=None,
+        temperature=0.0,
+        max_tokens=512,
+        created_by="t",
+        created_at=now,
+    )
+    return Agent(
+        id=uuid.uuid4(),
+        name="A",
+        description="",
+        groups=[],
+        active=True,
+        current_version=1,
+        config=config,
+        collections=assignments,
+        created_at=now,
+        updated_at=now,
+    )
+
+
 def _assignments(world: World, names: list[str], mode: RetrievalMode = "dense") -> list[Assignment]:
     now = datetime.now(UTC)
     return [
@@ -429,30 +458,8 @@ def test_the_explained_decision_is_the_one_retrieval_makes_and_query_equals_the_
     assert retrieval.collections_searched == len(explained)
     assert {c.collection for c in retrieval.chunks} == explained  # every collection holds chunks
 
-    now = datetime.now(UTC)
-    config = AgentVersion(
-        version=1,
-        llm_provider="extractive",
-        llm_model="extractive",
-        system_prompt="",
-        context_template=None,
-        temperature=0.3,
-        max_tokens=512,
-        created_by="t",
-        created_at=now,
-    )
-    agent = Agent(
-        id=uuid.uuid4(),
-        name="A",
-        description="",
-        groups=[],
-        active=True,
-        current_version=1,
-        config=config,
-        collections=assignments,
-        created_at=now,
-        updated_at=now,
-    )
+    agent = extractive_agent(assignments)
+    config = agent.config
     prepared = Prepared(agent=agent, config=config, text=question, history=[], groups=user_groups)
     answerer = Answerer(_NoDatabase(), retriever, default_llm_registry())
     queried = world.run(answerer.query(prepared))

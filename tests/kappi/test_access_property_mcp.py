@@ -11,8 +11,6 @@ directly, as the HTTP endpoint gives it after checking the token (``tests/kappi/
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -22,11 +20,10 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from common.auth import Principal
-from common.embedders.base import EmbedderRegistry
 from common.vectors.base import RETRIEVAL_MODES, RetrievalMode
 from kappi.access.identities import IdentityReader
 from kappi.agent.cache import AgentCache
-from kappi.agent.models import Agent, AgentVersion
+from kappi.agent.models import Agent
 from kappi.chat.service import ChatService
 from kappi.llm.registry import default_llm_registry
 from kappi.mcp_server.tools import build_server
@@ -36,24 +33,19 @@ from tests.kappi.test_access_property import (
     CHUNKS_PER_COLLECTION,
     COLLECTIONS,
     QUESTION,
-    STORES,
     World,
     _assignments,
     _kept_by,
     _NoDatabase,
+    extractive_agent,
     scenarios,
+    world,
 )
+
+__all__ = ["world"]
 
 EVERY_CHUNK = CHUNKS_PER_COLLECTION * len(COLLECTIONS)
 """A ``search`` asking for this many passages searches each collection that deep: nothing allowed is cut."""
-
-
-@pytest.fixture(scope="module", params=STORES)
-def world(request: pytest.FixtureRequest, embedders: EmbedderRegistry, database_url: str) -> Iterator[World]:
-    """The property test's world (five collections in one store), one per store."""
-    created = World(embedders, request.param, database_url)
-    yield created
-    created.close()
 
 
 class _OneAgent(AgentCache):
@@ -68,31 +60,7 @@ class _OneAgent(AgentCache):
 
 
 def _agent(world: World, names: list[str], mode: RetrievalMode, tags: list[str] | None) -> Agent:
-    now = datetime.now(UTC)
-    config = AgentVersion(
-        version=1,
-        llm_provider="extractive",
-        llm_model="extractive",
-        system_prompt="",
-        context_template=None,
-        temperature=0.0,
-        max_tokens=512,
-        created_by="t",
-        created_at=now,
-    )
-    assignments = [msgspec.structs.replace(a, tags=tags) for a in _assignments(world, names, mode)]
-    return Agent(
-        id=uuid.uuid4(),
-        name="A",
-        description="",
-        groups=[],
-        active=True,
-        current_version=1,
-        config=config,
-        collections=assignments,
-        created_at=now,
-        updated_at=now,
-    )
+    return extractive_agent([msgspec.structs.replace(a, tags=tags) for a in _assignments(world, names, mode)])
 
 
 def _through_mcp(

@@ -18,7 +18,6 @@ row is not what is checked here); everything else is the real thing.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -31,7 +30,7 @@ from common.errors import NotFound
 from common.vectors.base import RETRIEVAL_MODES, RetrievalMode, VectorRecord
 from kappi.access.identities import IdentityReader
 from kappi.agent.cache import AgentCache
-from kappi.agent.models import Agent, AgentVersion, Assignment
+from kappi.agent.models import Agent
 from kappi.chat.service import ChatService
 from kappi.llm.registry import default_llm_registry
 from kappi.openai_api import service
@@ -40,11 +39,12 @@ from kappi.retrieval.service import QueryVectors, Retriever
 from tests.kappi.conftest import principal
 from tests.kappi.test_access_property import (
     CHECKS,
-    CHUNKS_PER_COLLECTION,
     COLLECTIONS,
     QUESTION,
     World,
+    _assignments,
     _NoDatabase,
+    extractive_agent,
     scenarios,
     world,
 )
@@ -94,44 +94,7 @@ class _Stored(AgentCache):
 
 
 def _agent(world: World, assigned: list[str], mode: RetrievalMode, tags: list[str] | None) -> Agent:
-    now = datetime.now(UTC)
-    config = AgentVersion(
-        version=1,
-        llm_provider="extractive",
-        llm_model="extractive",
-        system_prompt="",
-        context_template=None,
-        temperature=0.0,
-        max_tokens=512,
-        created_by="t",
-        created_at=now,
-    )
-    assignments = [
-        Assignment(
-            vector_provider=world.provider,
-            name=name,
-            collection_id=world.ids[name],
-            top_k=CHUNKS_PER_COLLECTION,
-            max_distance=None,
-            instruction="policies",
-            created_at=now,
-            mode=mode,
-            tags=tags,
-        )
-        for name in assigned
-    ]
-    return Agent(
-        id=uuid.uuid4(),
-        name="A",
-        description="",
-        groups=[],
-        active=True,
-        current_version=1,
-        config=config,
-        collections=assignments,
-        created_at=now,
-        updated_at=now,
-    )
+    return extractive_agent([msgspec.structs.replace(a, tags=tags) for a in _assignments(world, assigned, mode)])
 
 
 def _chats(world: World, agent: Agent, *, check_identity_groups: bool, filter_chunks: bool) -> ChatService:
