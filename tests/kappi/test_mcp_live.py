@@ -40,9 +40,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from common.auth import mint_dev_token
-from common.config import Settings
-from tests.hardening.live_stack import REPO, RaguServer, embedded_collection, served
+from tests.hardening.live_stack import REPO, embedded_collection
+from tests.kappi.channel_world import ChannelWorld, channel_world
 
 SECRET = "live-mcp-hs256-secret-0123456789abcdef"
 ISSUER = "https://id.example.test/realms/ragu"
@@ -62,21 +61,10 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 @dataclass
-class Live:
-    server: RaguServer
-    settings: Settings
-    agent_id: str
-    secret_agent_id: str
-    restricted: dict[str, Any]
-    public: dict[str, Any]
-
+class Live(ChannelWorld):
     @property
     def mcp_url(self) -> str:
         return f"{self.server.base_url}/kappi/mcp"
-
-    def token(self, subject: str, *groups: str, admin: bool = False) -> str:
-        roles = [self.settings.auth_admin_role] if admin else []
-        return mint_dev_token(self.settings, subject=subject, groups=groups, roles=roles)
 
     def api(self, subject: str, *groups: str, admin: bool = False) -> httpx.AsyncClient:
         token = self.token(subject, *groups, admin=admin)
@@ -99,40 +87,8 @@ async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
 
 @pytest.fixture(scope="module")
 async def live() -> AsyncIterator[Live]:
-    env = {"RAGU_AUTH_ISSUER": ISSUER, "RAGU_AUTH_AUDIENCE": AUDIENCE, "RAGU_WORKER_HEARTBEAT_SECONDS": "0.3"}
-    async with served("ragu-live-mcp-", SECRET, **env) as running:
-        settings = msgspec.structs.replace(running.settings, auth_issuer=ISSUER, auth_audience=AUDIENCE)
-        yield await _world(running.server, settings)
-
-
-async def _world(server: RaguServer, settings: Settings) -> Live:
-    """An ``hr`` collection holding the marker, a public one, an agent over both and one only ``exec`` may use."""
-    suffix = uuid.uuid4().hex[:6]
-    live = Live(server=server, settings=settings, agent_id="", secret_agent_id="", restricted={}, public={})
-    async with live.api("admin", admin=True) as admin:
-        live.restricted = await embedded_collection(
-            admin,
-            f"Hr_{suffix}",
-            f"Vacation: employees get 25 vacation days per year under the {MARKER} policy. "
-            "Sick leave needs a note after three days.".encode(),
-            ["hr"],
-        )
-        live.public = await embedded_collection(
-            admin, f"Public_{suffix}", b"Vacation requests go through the portal. Office hours are 9 to 5.", []
-        )
-        extractive = {"llm_provider": "extractive", "llm_model": "extractive"}
-        agent = (await admin.post("/kappi/admin/agents", json={"name": "Helper", **extractive})).json()
-        assign = {
-            "add": [
-                {"vector_provider": "pgvector", "name": c["name"], "instruction": "policies"}
-                for c in (live.restricted, live.public)
-            ]
-        }
-        report = (await admin.put(f"/kappi/admin/agents/{agent['id']}/collections", json=assign)).json()
-        assert all(r["ok"] for r in report["results"]), report
-        secret = (await admin.post("/kappi/admin/agents", json={"name": "Board", "groups": ["exec"]})).json()
-    live.agent_id, live.secret_agent_id = agent["id"], secret["id"]
-    return live
+    async with channel_world(Live, "ragu-live-mcp-", SECRET, issuer=ISSUER, audience=AUDIENCE, marker=MARKER) as world:
+        yield world
 
 
 def _structured(result: Any) -> dict[str, Any]:

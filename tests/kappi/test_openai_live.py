@@ -28,8 +28,9 @@ from openai import AsyncOpenAI
 
 from common.auth import mint_dev_token
 from common.config import Settings, load_settings
-from tests.hardening.live_stack import REPO, RaguServer, embedded_collection, served
+from tests.hardening.live_stack import REPO
 from tests.hardening.test_attacks import HS256, _claims, _hs256, _jwt
+from tests.kappi.channel_world import ChannelWorld, channel_world
 
 SECRET = "live-openai-hs256-secret-0123456789abcdef"
 ISSUER = "https://id.example.test/realms/ragu"
@@ -42,21 +43,10 @@ USERS = {"alice": ("hr",), "bob": ("legal",), "nobody": ()}
 
 
 @dataclass
-class Live:
-    server: RaguServer
-    settings: Settings
-    agent_id: str
-    secret_agent_id: str
-    restricted: dict[str, Any]
-    public: dict[str, Any]
-
+class Live(ChannelWorld):
     @property
     def kappi_url(self) -> str:
         return f"{self.server.base_url}/kappi"
-
-    def token(self, subject: str, *groups: str, admin: bool = False) -> str:
-        roles = [self.settings.auth_admin_role] if admin else []
-        return mint_dev_token(self.settings, subject=subject, groups=groups, roles=roles)
 
     def api(self, subject: str, *groups: str, admin: bool = False) -> httpx.AsyncClient:
         token = self.token(subject, *groups, admin=admin)
@@ -70,42 +60,10 @@ class Live:
 
 @pytest.fixture(scope="module")
 async def live() -> AsyncIterator[Live]:
-    env = {"RAGU_AUTH_ISSUER": ISSUER, "RAGU_AUTH_AUDIENCE": AUDIENCE, "RAGU_WORKER_HEARTBEAT_SECONDS": "0.3"}
-    async with served("ragu-live-openai-", SECRET, **env) as running:
-        settings = msgspec.structs.replace(running.settings, auth_issuer=ISSUER, auth_audience=AUDIENCE)
-        yield await _world(running.server, settings)
-
-
-async def _world(server: RaguServer, settings: Settings) -> Live:
-    """An ``hr`` collection holding the marker, a public one, an agent over both and one only ``exec`` may use."""
-    suffix = uuid.uuid4().hex[:6]
-    live = Live(server=server, settings=settings, agent_id="", secret_agent_id="", restricted={}, public={})
-    async with httpx.AsyncClient(
-        base_url=server.base_url, headers={"Authorization": f"Bearer {live.token('admin', admin=True)}"}, timeout=60
-    ) as admin:
-        live.restricted = await embedded_collection(
-            admin,
-            f"Hr_{suffix}",
-            f"Vacation: employees get 25 vacation days per year under the {MARKER} policy. "
-            "Sick leave needs a note after three days.".encode(),
-            ["hr"],
-        )
-        live.public = await embedded_collection(
-            admin, f"Public_{suffix}", b"Vacation requests go through the portal. Office hours are 9 to 5.", []
-        )
-        extractive = {"llm_provider": "extractive", "llm_model": "extractive"}
-        agent = (await admin.post("/kappi/admin/agents", json={"name": "Helper", **extractive})).json()
-        assign = {
-            "add": [
-                {"vector_provider": "pgvector", "name": c["name"], "instruction": "policies"}
-                for c in (live.restricted, live.public)
-            ]
-        }
-        report = (await admin.put(f"/kappi/admin/agents/{agent['id']}/collections", json=assign)).json()
-        assert all(r["ok"] for r in report["results"]), report
-        secret = (await admin.post("/kappi/admin/agents", json={"name": "Board", "groups": ["exec"]})).json()
-    live.agent_id, live.secret_agent_id = agent["id"], secret["id"]
-    return live
+    async with channel_world(
+        Live, "ragu-live-openai-", SECRET, issuer=ISSUER, audience=AUDIENCE, marker=MARKER
+    ) as world:
+        yield world
 
 
 def _withheld(live: Live) -> tuple[str, ...]:
