@@ -7,9 +7,11 @@ second from a thread. The processes come from a forkserver that has imported the
 interpreter: no threads or event loop inherited). They start on first use and end with the interpreter, which
 lets a running parse finish (and they end on their own if the server is killed). Chunking runs there for the
 ``local`` models, whose tokenizer each process loads once; other providers' tokenizers chunk in a thread.
-A result comes back in a msgpack file, decoded in a thread: through the executor's pipe it would be unpickled
-holding the GIL, and a process killed while writing a large result there leaves a partial message that hangs
-the executor for good (CPython 3.11).
+A result comes back in a msgpack file, read and decoded in a thread: through the executor's pipe it would be
+unpickled holding the GIL, and a process killed while writing a large result there leaves a partial message that
+hangs the executor for good (CPython 3.11). Decoding holds the GIL too, so a chunk result comes in frames of
+:data:`CHUNKS_PER_FRAME`: the loop waits for one frame's decode at most, not the whole result's (a tenth of a
+second and more for a large document).
 
 A parse can be stopped (issue #26: OCR held the only worker for minutes and ignored its job's cancel): the caller
 gives :func:`parse_isolated` an event, and when it is set (or the caller is cancelled) the call ends at once and a
@@ -31,10 +33,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
-from chonkit.document.chunking import ChunkConfig, ChunkResult, TokenCounter, chunk
+from chonkit.document.chunking import Chunk, ChunkConfig, ChunkResult, TokenCounter, chunk
 from chonkit.document.parsed import ParsedDocument
 from chonkit.document.parsing.config import ParseConfig
 from chonkit.document.parsing.doctype import DocumentType
@@ -47,12 +50,27 @@ PARSE_PROCESSES = 2
 """Two parses at a time: uploads, previews and the embedding worker share them, and they leave the event loop
 a core of its own on a two-core machine."""
 
+T = TypeVar("T")
+
 IN_PROCESS_TOKENIZERS = frozenset({"local"})
 """Providers whose tokenizers a parse process can load on its own (no key, no network)."""
 
+CHUNKS_PER_FRAME = 256
+"""Chunks decoded in one go (a few milliseconds of holding the GIL)."""
+
+
+class _FramedChunks(msgspec.Struct, array_like=True):
+    """A :class:`ChunkResult` whose chunk lists are msgpack frames of up to :data:`CHUNKS_PER_FRAME` each."""
+
+    chunks: list[bytes]
+    parents: list[bytes]
+    oversized: list[int]
+
+
 _pool: ProcessPoolExecutor | None = None
 _decoder = msgspec.msgpack.Decoder(ParsedDocument)
-_chunk_decoder = msgspec.msgpack.Decoder(ChunkResult)
+_framed_decoder = msgspec.msgpack.Decoder(_FramedChunks)
+_frame_decoder = msgspec.msgpack.Decoder(list[Chunk])
 
 
 async def parse_isolated(
@@ -77,7 +95,7 @@ async def parse_isolated(
             native library, or the kernel ending it for its memory).
         ParseStopped: ``stop`` was set first.
     """
-    return _decoder.decode(await _in_process(_parse_into, data, doc_type, config, recognise, stop=stop))
+    return await _in_process(_decoder.decode, _parse_into, data, doc_type, config, recognise, stop=stop)
 
 
 async def chunk_isolated(
@@ -87,13 +105,15 @@ async def chunk_isolated(
     when its tokenizer can load there (:data:`IN_PROCESS_TOKENIZERS`), else with ``tokenizer`` in a thread."""
     if provider not in IN_PROCESS_TOKENIZERS:
         return await asyncio.to_thread(chunk, doc, config, tokenizer, max_tokens=max_tokens)
-    return _chunk_decoder.decode(await _in_process(_chunk_into, doc, config, (provider, model), max_tokens))
+    return await _in_process(_unframed, _chunk_into, doc, config, (provider, model), max_tokens)
 
 
-async def _in_process(work: Callable[..., None], *args: object, stop: asyncio.Event | None = None) -> bytes:
-    """Run ``work(*args, result=path, flag=path)`` in a parse process; the msgpack bytes it wrote, read off the
-    loop. Left before the work ends (``stop`` set, or cancelled), the flag file is made, which tells the work to
-    stop; both files go when it ends."""
+async def _in_process(
+    decode: Callable[[bytes], T], work: Callable[..., None], *args: object, stop: asyncio.Event | None = None
+) -> T:
+    """Run ``work(*args, result=path, flag=path)`` in a parse process; the msgpack bytes it wrote, read and
+    decoded off the loop. Left before the work ends (``stop`` set, or cancelled), the flag file is made, which
+    tells the work to stop; both files go when it ends."""
     global _pool  # noqa: PLW0603  # one set of parse processes per server process
     if stop is not None and stop.is_set():
         raise ParseStopped("stopped before it started")
@@ -106,7 +126,7 @@ async def _in_process(work: Callable[..., None], *args: object, stop: asyncio.Ev
     try:
         future = pool.submit(work, *args, result=result, flag=flag)
         await _done_unless_stopped(asyncio.wrap_future(future), stop)
-        return await asyncio.to_thread(result.read_bytes)
+        return await asyncio.to_thread(lambda: decode(result.read_bytes()))
     except BrokenProcessPool:
         if _pool is pool:
             _pool = None
@@ -174,7 +194,23 @@ def _chunk_into(
 ) -> None:
     """Chunking has no pages to stop between (and takes seconds at most): ``flag`` goes unread."""
     counted = chunk(doc, config, _tokenizer(*model), max_tokens=max_tokens)
-    result.write_bytes(msgspec.msgpack.encode(counted))
+    framed = _FramedChunks(_frames(counted.chunks), _frames(counted.parents), counted.oversized)
+    result.write_bytes(msgspec.msgpack.encode(framed))
+
+
+def _frames(chunks: list[Chunk]) -> list[bytes]:
+    encode = msgspec.msgpack.encode
+    return [encode(chunks[start : start + CHUNKS_PER_FRAME]) for start in range(0, len(chunks), CHUNKS_PER_FRAME)]
+
+
+def _unframed(data: bytes) -> ChunkResult:
+    """Decoded frame by frame, so that a thread running it lets the event loop have the GIL in between."""
+    framed = _framed_decoder.decode(data)
+    return ChunkResult(
+        chunks=[c for frame in framed.chunks for c in _frame_decoder.decode(frame)],
+        parents=[c for frame in framed.parents for c in _frame_decoder.decode(frame)],
+        oversized=framed.oversized,
+    )
 
 
 @functools.cache
