@@ -14,6 +14,8 @@ them running, and the ``live`` fixture restarts whatever a failed test left down
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import tempfile
 import time
@@ -407,10 +409,18 @@ async def _agent_and_chat(client: httpx.AsyncClient, prefix: str, *, llm: str) -
         f"/chonkit/collections/{collection['id']}/documents", json={"document_ids": [document["id"]]}
     )
 
-    async def embedded() -> bool | None:
-        return (await client.get(f"/chonkit/jobs/{queued.json()['job']['id']}")).json()["status"] == "done" or None
+    job: dict[str, Any] = queued.json()["job"]
 
-    await eventually(embedded, within=60, what="the policy embedded")
+    async def embedded() -> bool | None:
+        nonlocal job
+        job = (await client.get(f"/chonkit/jobs/{job['id']}")).json()
+        assert job["status"] in {"queued", "running", "done"}, job
+        return job["status"] == "done" or None
+
+    try:
+        await eventually(embedded, within=60, what="the policy embedded")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the job: {job}") from None
     spec = {"name": f"{prefix} helper", "llm_provider": llm, "llm_model": "standin" if llm == "openai" else llm}
     agent: dict[str, Any] = (await client.post("/kappi/admin/agents", json=spec)).json()
     assign = {"add": [{"vector_provider": "pgvector", "name": collection["name"], "instruction": "leave policy"}]}
@@ -438,8 +448,18 @@ async def _stop_with_a_request_in_flight(live: Stack, client: httpx.AsyncClient)
             return True if await observer.fetchval(query, "%count(*) OVER ()%") else None
 
         await eventually(waiting, within=10, what="the document listing waiting on the lock")
-        await live.postgres.stop()
-        return await in_flight
+        # A fast shutdown signals every backend, and the lock holder's abort can hand the lock to the listing
+        # before the listing's own signal lands (it then answers 200). The holder is frozen meanwhile, so the
+        # listing always meets the outage mid-statement.
+        holder = blocker.get_server_pid()
+        os.kill(holder, signal.SIGSTOP)
+        try:
+            stopping = asyncio.create_task(live.postgres.stop())
+            response = await in_flight
+        finally:
+            os.kill(holder, signal.SIGCONT)
+        await stopping
+        return response
     finally:
         if in_flight is not None:
             in_flight.cancel()
