@@ -80,12 +80,12 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         headers = {"WWW-Authenticate": challenge(request, error)} if error.status == 401 else {}
         response = problem_response(error.status, error.code, error.detail, error.extra)
         response.headers.update(headers)
-        await response.to_asgi_response(request.app, request)(scope, receive, send)
+        await response.to_asgi_response(None, request)(scope, receive, send)
         return
     if request.method == "GET":  # no server-initiated messages: the spec's 405 instead of an SSE stream held open
         response = problem_response(405, "method_not_allowed", "this MCP server answers POSTs only", {})
         response.headers["Allow"] = "POST"
-        await response.to_asgi_response(request.app, request)(scope, receive, send)
+        await response.to_asgi_response(None, request)(scope, receive, send)
         return
     cast(dict[str, Any], scope)[PRINCIPAL_SCOPE_KEY] = principal
     manager: StreamableHTTPSessionManager = request.app.state.mcp_sessions

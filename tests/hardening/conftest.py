@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from litestar import Litestar
-from litestar.routes import HTTPRoute
+from litestar.routes import ASGIRoute, HTTPRoute
 
 from chonkit.embedding.worker import EmbeddingWorker
 from common.clients import SharedClients
@@ -237,12 +237,15 @@ async def _upload(chonkit: httpx.AsyncClient, name: str, data: bytes) -> dict[st
 
 
 def operations(app: Litestar) -> list[tuple[str, str]]:
-    """Every (method, path template) the app serves, from its route table (so new routes are covered)."""
+    """Every (method, path template) the app serves, from its route table (so new routes are covered). A mounted
+    ASGI app (the MCP server) answers any method: it is probed with the three its protocol uses."""
     found: set[tuple[str, str]] = set()
     for route in app.routes:
         if isinstance(route, HTTPRoute):
             for handler in route.route_handlers:
                 found.update((method, route.path) for method in handler.http_methods if method != "OPTIONS")
+        elif isinstance(route, ASGIRoute):
+            found.update((method, route.path) for method in ("GET", "POST", "DELETE"))
     return sorted(found)
 
 
