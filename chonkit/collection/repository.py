@@ -80,6 +80,9 @@ class CollectionRepository:
         record = await self.conn.fetchrow(_SELECT + " WHERE c.id = $1", collection_id)
         return None if record is None else _collection(record)
 
+    async def exists(self, collection_id: UUID) -> bool:
+        return bool(await self.conn.fetchval("SELECT 1 FROM chonkit.collections WHERE id = $1", collection_id))
+
     async def lock(self, collection_id: UUID) -> None:
         """Hold the collection's advisory lock until the transaction ends."""
         await self.conn.execute("SELECT pg_advisory_xact_lock($1)", collection_lock_key(collection_id))

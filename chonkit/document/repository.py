@@ -74,6 +74,11 @@ class DocumentRepository:
         record = await self.conn.fetchrow(f"SELECT {_COLUMNS} FROM chonkit.documents WHERE id = $1", document_id)
         return None if record is None else _document(record)
 
+    async def existing(self, document_ids: list[UUID]) -> set[UUID]:
+        """Which of ``document_ids`` are stored."""
+        rows = await self.conn.fetch("SELECT id FROM chonkit.documents WHERE id = ANY($1::uuid[])", document_ids)
+        return {row["id"] for row in rows}
+
     async def page(
         self, *, limit: int, offset: int, sort: str, descending: bool, search: str | None
     ) -> tuple[list[Document], int]:

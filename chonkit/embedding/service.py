@@ -11,6 +11,7 @@ import msgspec
 
 from chonkit.collection.guards import refuse_if_migrating
 from chonkit.collection.repository import CollectionRepository
+from chonkit.document.repository import DocumentRepository
 from chonkit.jobs.models import EmbeddingReport, Job, JobCreated, JobItem, JobSummary, JobUpdate, Stage
 from chonkit.jobs.repository import PAGE_SIZE, JobRepository
 from common.db import Database
@@ -34,14 +35,11 @@ class JobService:
         :meth:`JobRepository.supersede`). Before, the removal was skipped as "already queued" and the embedding
         wrote the document in afterwards: a confidential document an admin pulled out stayed readable."""
         unique = list(dict.fromkeys(document_ids))
-        if not await self.conn.fetchval("SELECT 1 FROM chonkit.collections WHERE id = $1", collection_id):
+        if not await CollectionRepository(self.conn).exists(collection_id):
             raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
         await refuse_if_migrating(self.conn, collection_id)
         if kind == "embed":
-            known = {
-                r["id"]
-                for r in await self.conn.fetch("SELECT id FROM chonkit.documents WHERE id = ANY($1::uuid[])", unique)
-            }
+            known = await DocumentRepository(self.conn).existing(unique)
             missing = [str(d) for d in unique if d not in known]
             if missing:
                 raise NotFound(

@@ -10,6 +10,7 @@ from uuid import UUID
 
 import msgspec
 
+from chonkit.collection.repository import CollectionRepository
 from chonkit.embedding.service import POLL_SECONDS, FeedEvent, JobService
 from chonkit.jobs.repository import JobRepository
 from chonkit.source.folder import check_globs, resolve_folder
@@ -136,7 +137,7 @@ class SourceService:
         return run
 
     async def _collection(self, collection_id: UUID) -> None:
-        if not await self.conn.fetchval("SELECT 1 FROM chonkit.collections WHERE id = $1", collection_id):
+        if not await CollectionRepository(self.conn).exists(collection_id):
             raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
 
     async def _source(self, collection_id: UUID, source_id: UUID) -> StoredSource:
