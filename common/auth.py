@@ -32,10 +32,18 @@ Claims to principal — the matching rule:
   non-string value is skipped rather than refused.
 * ``is_admin`` is true when the roles contain ``auth_admin_role``.
 
+The directory — when ``scim_token`` is set (docs/directory.md): the token still proves who the caller is, but their
+groups are the directory's current membership, never the token's groups claim. The user is the SCIM user whose
+``directory_user_attribute`` matches the token's ``directory_user_claim`` (a non-empty string, else
+``malformed_claims``); one unknown to the directory, deleted or deactivated is refused 403 (``user_not_in_directory``,
+``user_deactivated``). It is read on every :meth:`Authenticator.authenticate`, which every channel goes through, and
+cached nowhere. The SCIM credential is refused as a user token (401 ``scim_credential_not_user_token``).
+
 Errors — every rejection is :class:`~common.errors.Unauthorized` with one of these codes, and no message echoes the
 token: ``missing_token``, ``malformed_token``, ``unsupported_algorithm``, ``unknown_key``, ``invalid_signature``,
 ``token_expired``, ``token_not_yet_valid`` (``nbf`` or ``iat`` in the future), ``invalid_issuer``,
-``invalid_audience``, ``malformed_claims`` (also a missing ``sub`` or ``exp``). A key set that cannot be read is
+``invalid_audience``, ``malformed_claims`` (also a missing ``sub`` or ``exp``), ``scim_credential_not_user_token``. A
+key set that cannot be read is
 :class:`~common.errors.Unavailable` ``jwks_unavailable``.
 """
 
@@ -61,6 +69,8 @@ from jose.exceptions import JOSEError
 from jose.utils import base64_to_long
 
 from common.config import Settings
+from common.db import Database
+from common.directory.membership import Directory, is_scim_token
 from common.errors import Forbidden, InvalidInput, NotFound, Unauthorized, Unavailable
 
 logger = logging.getLogger(__name__)
@@ -132,6 +142,7 @@ class Authenticator:
             logger.warning(
                 "development authentication: HS256 tokens signed with %s; configure a JWKS for production", signer
             )
+        self._directory = Directory(settings) if settings.directory_configured else None
         self._algorithms = JWKS_ALGORITHMS if settings.uses_jwks else SECRET_ALGORITHMS
         self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
         """Tokens whose signature checked out, by token, with when: a client sends the same one again and
@@ -144,7 +155,24 @@ class Authenticator:
             Unauthorized: The token is missing, malformed, forged, expired or carries unusable claims.
             Unavailable: ``jwks_unavailable`` when the key set cannot be read.
         """
-        return self._principal(await self.claims(authorization))
+        claims = await self.claims(authorization)
+        principal = self._principal(claims)
+        if self._directory is None:
+            return principal
+        user = _claim(claims, self._directory.claim)
+        if not isinstance(user, str) or not user:
+            raise Unauthorized(f"the token has no {self._directory.claim} to find its user by", code="malformed_claims")
+        membership = await self._directory.membership(user)
+        return msgspec.structs.replace(principal, groups=membership.groups)
+
+    def bind_database(self, database: Database) -> None:
+        """Read the directory (when one is configured) through ``database``; each service binds its own."""
+        if self._directory is not None:
+            self._directory.bind(database)
+
+    def unbind_database(self, database: Database) -> None:
+        if self._directory is not None:
+            self._directory.unbind(database)
 
     async def claims(self, authorization: str | None) -> dict[str, Any]:
         """The verified claims of the bearer token (signature, time, issuer and audience checked), for callers
@@ -154,6 +182,13 @@ class Authenticator:
             Unauthorized: As :meth:`authenticate`, except for the claims-to-principal rules.
             Unavailable: ``jwks_unavailable`` when the key set cannot be read.
         """
+        if authorization is not None and is_scim_token(
+            self._settings.scim_token, authorization.strip().partition(" ")[2].strip()
+        ):
+            raise Unauthorized(
+                "the SCIM credential is for the directory endpoint only, not a user's token",
+                code="scim_credential_not_user_token",
+            )
         token = _bearer_token(authorization)
         now = self._clock()
         verified = self._verified.get(token)

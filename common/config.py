@@ -16,6 +16,10 @@ import msgspec
 from common.errors import InvalidInput
 
 ENV_PREFIX = "RAGU_"
+SECRET_FIELDS = frozenset(
+    {"qdrant_api_key", "weaviate_api_key", "cohere_api_key", "openai_api_key", "auth_hs256_secret", "scim_token"}
+)
+"""Settings whose values :meth:`Settings.__repr__` hides."""
 _UNPREFIXED = {"database_url": "DATABASE_URL"}
 
 
@@ -117,6 +121,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     auth_admin_role: str = "admin"
     auth_jwks_cache_seconds: int = 300
 
+    scim_token: str | None = None
+    """The bearer credential an identity provider's SCIM client sends to kappi's ``/scim/v2`` (docs/directory.md):
+    at least 32 characters and not a JWT, so it can never pass for a user's token. Set, the SCIM endpoint is served
+    and the directory, not the token, decides each user's groups; it is a secret, left out of ``repr``."""
+    directory_user_claim: str = "sub"
+    """The token claim (a dotted path, as the other claims) naming the user in the directory."""
+    directory_user_attribute: Literal["userName", "externalId"] = "userName"
+    """The SCIM user attribute that claim is compared with: ``userName`` without regard to case (RFC 7643 makes it
+    so), ``externalId`` exactly."""
+
     oidc_issuer: str | None = None
     """The console signs in through this OpenID Connect provider (authorization code with PKCE); needs a JWKS."""
     oidc_client_id: str | None = None
@@ -127,6 +141,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     oidc_use_id_token: bool = False
     """The console sends chonkit and kappi the ID token instead of the access token: for providers whose access
     tokens are opaque or lack the groups claim."""
+
+    def __repr__(self) -> str:
+        """Every setting but the secrets' values, so a settings object logged or shown in a traceback leaks none."""
+        shown = (
+            f"{name}={'<secret>' if name in SECRET_FIELDS and value is not None else repr(value)}"
+            for name in self.__struct_fields__
+            if (value := getattr(self, name)) is not None
+        )
+        return f"Settings({', '.join(shown)})"
+
+    @property
+    def directory_configured(self) -> bool:
+        """Whether a directory decides users' groups (docs/directory.md)."""
+        return self.scim_token is not None
 
     @property
     def data_path(self) -> Path:

@@ -19,6 +19,7 @@ from common.auth import Authenticator, Principal
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import Database
+from common.directory.scim import ScimEndpoint, scim_mount
 from common.http.app import build_service_app
 from common.http.security import admin_only, authenticate_request
 from common.rerankers import RerankerRegistry, default_rerankers
@@ -174,10 +175,11 @@ def create_app(
         title="Kappi",
         description="Agents, group-enforced retrieval and streaming chat.",
         settings=settings,
-        route_handlers=[users, admins, *MCP_ROUTES, openai_router()],
+        route_handlers=[users, admins, *MCP_ROUTES, openai_router(), scim_mount],
         database=database,
         authenticator=authenticator,
         lifespans=[compose, serve_mcp],  # serve_mcp reads what compose builds
+        state={"scim": ScimEndpoint(settings.scim_token)} if settings.scim_token else None,  # docs/directory.md
         dependencies={
             "chats": Provide(provide_chats, sync_to_thread=False),
             "agents": Provide(provide_agents, sync_to_thread=False),

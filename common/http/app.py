@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
 from litestar import Litestar, Request
@@ -102,6 +102,16 @@ class AccessLog:
             )
 
 
+@contextmanager
+def _directory_reads(authenticator: Authenticator, database: Database) -> Iterator[None]:
+    """The directory (docs/directory.md) is read through the service's database while it is open."""
+    authenticator.bind_database(database)
+    try:
+        yield
+    finally:
+        authenticator.unbind_database(database)
+
+
 def build_service_app(
     *,
     service_name: str,
@@ -119,11 +129,14 @@ def build_service_app(
     """A Ragu service. Without ``database`` the lifespan opens a pool on ``settings.database_url``;
     ``before_scrape`` refreshes what ``/metrics`` reads from the database."""
 
+    authenticator = authenticator or Authenticator(settings)
+
     @asynccontextmanager
     async def open_database(app: Litestar) -> AsyncIterator[None]:
         if database is not None:
             app.state.db = database
-            yield
+            with _directory_reads(authenticator, database):
+                yield
             return
         if not settings.database_url:
             raise RuntimeError("database_url must be resolved before the app starts (see ragu.serve)")
@@ -132,7 +145,8 @@ def build_service_app(
         )
         app.state.db = db
         try:
-            yield
+            with _directory_reads(authenticator, db):
+                yield
         finally:
             await db.aclose()
 
@@ -149,7 +163,7 @@ def build_service_app(
             {
                 "service_name": service_name,
                 "settings": settings,
-                "authenticator": authenticator or Authenticator(settings),
+                "authenticator": authenticator,
                 **(state or {}),
             }
         ),
