@@ -68,29 +68,34 @@ async def reconcile(db: Database, vectors: VectorRegistry, *, repair: bool) -> R
             await CollectionRepository(conn).lock(collection.id)
             drift.extend(await _check(conn, vectors, collection, repair=repair))
         if repair:
-            drift.extend(await _upgrade_lexical(vectors, collection))
+            drift.extend(await _upgrade_lexical(vectors, collection.vector_provider, collection.name))
     known = {str(c.id) for c in collections}
     for provider in vectors.providers():
-        try:
-            identities = await vectors.get(provider).list_identities()
-        except AppError as exc:
-            drift.append(
-                Drift(kind="provider_unavailable", provider=provider, collection="*", detail=exc.detail, repaired=False)
-            )
-            continue
-        drift.extend(
-            Drift(
-                kind="foreign_collection",
-                provider=provider,
-                collection=identity.name,
-                detail=f"carries a Ragu identity (collection_id {identity.collection_id}) that this chonkit does not "
-                "know; left untouched",
-                repaired=False,
-            )
-            for identity in identities
-            if identity.collection_id not in known
-        )
+        drift.extend(await _foreign(vectors, provider, known, repair=repair))
     return ReconcileReport(collections_checked=len(collections), drift=drift)
+
+
+async def _foreign(vectors: VectorRegistry, provider: str, known: set[str], *, repair: bool) -> list[Drift]:
+    """Collections another application (or another chonkit) wrote by the contract: reported and left as they are,
+    except that a repair gives them the lexical index hybrid and keyword searches need (it adds to a collection;
+    it changes none of its chunks)."""
+    try:
+        identities = await vectors.get(provider).list_identities()
+    except AppError as exc:
+        return [
+            Drift(kind="provider_unavailable", provider=provider, collection="*", detail=exc.detail, repaired=False)
+        ]
+    drift = []
+    for identity in identities:
+        if identity.collection_id in known:
+            continue
+        detail = f"carries a Ragu identity (collection_id {identity.collection_id}) that this chonkit does not know"
+        drift.append(
+            Drift(kind="foreign_collection", provider=provider, collection=identity.name, detail=detail, repaired=False)
+        )
+        if repair:
+            drift.extend(await _upgrade_lexical(vectors, provider, identity.name))
+    return drift
 
 
 async def _check(conn: Connection, vectors: VectorRegistry, collection: Collection, *, repair: bool) -> list[Drift]:
@@ -151,15 +156,14 @@ async def _check_documents(
     return drift
 
 
-async def _upgrade_lexical(vectors: VectorRegistry, collection: Collection) -> list[Drift]:
+async def _upgrade_lexical(vectors: VectorRegistry, provider: str, name: str) -> list[Drift]:
     try:
-        indexed = await vectors.get(collection.vector_provider).upgrade_lexical(collection.name)
+        indexed = await vectors.get(provider).upgrade_lexical(name)
     except AppError:
         return []  # the store's problem is reported by _check already
     if not indexed:
         return []
-    detail = f"made before lexical retrieval: lexical index added to {indexed} chunks"
-    provider, name = collection.vector_provider, collection.name
+    detail = f"made without a lexical index: lexical index added to {indexed} chunks"
     return [Drift(kind="lexical_index_missing", provider=provider, collection=name, detail=detail, repaired=True)]
 
 

@@ -12,16 +12,18 @@ import msgspec
 import pytest
 
 import schemas
-from chonkit.collection.reconcile import reconcile, upgrade_lexical_indexes
+from chonkit.collection.reconcile import ReconcileReport, reconcile, upgrade_lexical_indexes
 from chonkit.embedding.worker import EmbeddingWorker
 from chonkit.ingest import pipeline
 from common.db import SingleConnectionDatabase
-from common.db.database import Connection
+from common.db.database import Connection, Pool
 from common.vectors.base import SearchFilter
 from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
+from schemas.models import Identity
 from tests.chonkit.conftest import drain
 from tests.support.documents import pdf
+from tests.support.foreign import foreign_pgvector_collection
 
 PROVIDERS = ["pgvector", "qdrant"]
 PAYLOAD_PROPERTIES = (
@@ -415,6 +417,34 @@ async def test_reconcile_reports_and_repairs_drift(
     after = await reconcile(db, vectors, repair=False)
     assert [d for d in after.drift if d.collection == collection["name"]] == []
     assert (await store.read_identity(collection["name"]) or {}).get("groups") == ["hr"]
+
+
+async def test_reconcile_repair_gives_a_pgvector_collection_another_application_wrote_its_lexical_index(
+    vectors: VectorRegistry, vector_pool: Pool, db: SingleConnectionDatabase
+) -> None:
+    """The lexical_index_missing error tells the operator to run ``ragu reconcile --repair``; before, a repair
+    left collections chonkit does not own untouched, so it never added their index and keyword searches kept
+    failing."""
+    identity = Identity(
+        collection_id=str(uuid.uuid4()), name=f"Foreign_{uuid.uuid4().hex[:8]}", model="m",
+        vectorProvider="pgvector", embeddingProvider="e",
+    )  # fmt: skip
+    contents = ["the vacation policy grants twenty days", "expenses are filed monthly"]
+    vectors_of = await foreign_pgvector_collection(vector_pool, identity, contents, dimension=8)
+    store = vectors.get("pgvector")
+
+    def mine(report: ReconcileReport) -> list[tuple[str, bool]]:
+        return [(d.kind, d.repaired) for d in report.drift if d.collection == identity.name]
+
+    assert mine(await reconcile(db, vectors, repair=False)) == [("foreign_collection", False)]
+    repaired = await reconcile(db, vectors, repair=True)
+    assert mine(repaired) == [("foreign_collection", False), ("lexical_index_missing", True)]
+    hits = await store.search(
+        identity.name, vectors_of[1], limit=2, properties=["content"], text="vacation", mode="lexical"
+    )
+    assert [hit.payload["content"] for hit in hits] == [contents[0]]
+    assert mine(await reconcile(db, vectors, repair=True)) == [("foreign_collection", False)]  # once is enough
+    assert (await store.read_identity(identity.name)) == identity.to_dict()  # the collection is otherwise as it was
 
 
 async def _make_as_before_lexical_retrieval(store: QdrantStore, name: str) -> tuple[int, int]:

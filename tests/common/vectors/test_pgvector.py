@@ -20,6 +20,7 @@ from common.errors import Conflict, InvalidInput, Unavailable
 from common.vectors import Search, SearchFilter, VectorRecord
 from common.vectors.pgvector import SESSION_SETTINGS, PgVectorStore, as_vector
 from schemas.models import Identity
+from tests.support.foreign import foreign_pgvector_collection
 
 DIM = 32
 
@@ -397,22 +398,6 @@ async def test_list_identities_skips_tables_that_are_not_collections_and_leaves_
         await conn.execute('DROP TABLE vectors."pg_lower"')
 
 
-async def _foreign_collection(pool: Pool, identity: Identity, contents: list[str]) -> list[list[float]]:
-    """A collection as another application following the contract writes it: the table, the identity at the nil
-    UUID, chunks carrying the identity's properties; no lexical index, no change trigger."""
-    vectors = np.random.default_rng(5).standard_normal((len(contents), DIM)).astype(np.float32).tolist()
-    table = f'vectors."{identity.name}"'
-    async with pool.acquire() as conn:
-        await conn.execute(f"CREATE TABLE {table} (id uuid PRIMARY KEY, embedding vector({DIM}), payload jsonb)")
-        await conn.execute(
-            f"INSERT INTO {table} VALUES ($1, $2, $3)", uuid.UUID(int=0), [1.0] * DIM, identity.to_dict()
-        )
-        for n, (content, vector) in enumerate(zip(contents, vectors, strict=True), start=1):
-            payload = {**identity.to_dict(), "content": content, "document_id": str(uuid.UUID(int=100 + n))}
-            await conn.execute(f"INSERT INTO {table} VALUES ($1, $2, $3)", uuid.UUID(int=n), vector, payload)
-    return vectors
-
-
 async def test_a_collection_another_application_wrote_answers_dense_hybrid_and_after_repair_lexical(
     store: PgVectorStore, pool: Pool, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -420,7 +405,7 @@ async def test_a_collection_another_application_wrote_answers_dense_hybrid_and_a
     vanished, so the agent answered with nothing and no error."""
     identity = new_identity()
     contents = ["the vacation policy grants twenty days", "expenses are filed monthly", "parking is free"]
-    vectors = await _foreign_collection(pool, identity, contents)
+    vectors = await foreign_pgvector_collection(pool, identity, contents, dimension=DIM)
     name, query = identity.name, vectors[1]
 
     dense = await store.search(name, query, limit=3, properties=["content"])
