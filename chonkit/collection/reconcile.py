@@ -27,6 +27,7 @@ from common.db.database import Connection
 from common.errors import AppError
 from common.vectors.base import VectorStore
 from common.vectors.registry import VectorRegistry
+from schemas.models import Identity
 
 DriftKind = Literal[
     "provider_unavailable",
@@ -36,6 +37,7 @@ DriftKind = Literal[
     "count_mismatch",
     "foreign_collection",
     "lexical_index_missing",
+    "chunks_misgrouped",
 ]
 
 _log = logging.getLogger(__name__)
@@ -93,9 +95,27 @@ async def _foreign(vectors: VectorRegistry, provider: str, known: set[str], *, r
         drift.append(
             Drift(kind="foreign_collection", provider=provider, collection=identity.name, detail=detail, repaired=False)
         )
+        drift.extend(await _foreign_misgrouped(vectors.get(provider), identity))
         if repair:
             drift.extend(await _upgrade_lexical(vectors, provider, identity.name))
     return drift
+
+
+async def _foreign_misgrouped(store: VectorStore, identity: Identity) -> list[Drift]:
+    """Reported, not repaired: the collection is another application's to fix."""
+    try:
+        misgrouped = await store.count_misgrouped(identity.name, identity.groups or [])
+    except AppError as exc:
+        _log.warning("chunks of the foreign collection %r not checked: %s", identity.name, exc.detail)
+        return []
+    if not misgrouped:
+        return []
+    detail = _misgrouped_detail(misgrouped)
+    return [
+        Drift(
+            kind="chunks_misgrouped", provider=store.provider, collection=identity.name, detail=detail, repaired=False
+        )
+    ]
 
 
 async def _check(conn: Connection, vectors: VectorRegistry, collection: Collection, *, repair: bool) -> list[Drift]:
@@ -123,8 +143,17 @@ async def _check(conn: Connection, vectors: VectorRegistry, collection: Collecti
             await store.write_identity(expected_identity)
             await store.set_groups(collection.name, collection.groups)
         drift.append(found("identity_mismatch", f"stored identity {stored!r} differs from the database", repair))
+    misgrouped = await store.count_misgrouped(collection.name, collection.groups)
+    if misgrouped:
+        if repair:
+            await store.set_groups(collection.name, collection.groups)
+        drift.append(found("chunks_misgrouped", _misgrouped_detail(misgrouped), repair))
 
     return drift + await _check_documents(conn, store, collection, found, repair=repair)
+
+
+def _misgrouped_detail(count: int) -> str:
+    return f"{count} chunks carry a groups copy other than the collection's: readable by nobody, or by other groups"
 
 
 async def _check_documents(

@@ -293,6 +293,12 @@ class VectorStore(Protocol):
         """Chunk count per ``document_id`` (for reconciliation with chonkit's database)."""
         ...
 
+    async def count_misgrouped(self, name: str, groups: Sequence[str]) -> int:
+        """Chunks whose ``groups`` copy is not ``groups`` (when ``groups`` is empty: chunks carrying a copy at all),
+        which :meth:`set_groups` would rewrite: written by another application, or left by a write that failed
+        halfway. Such a chunk is readable by nobody or by the wrong groups (for reconciliation)."""
+        ...
+
     async def search(
         self,
         name: str,

@@ -477,6 +477,15 @@ class PgVectorStore:
             )
         return {row["document_id"]: row["chunks"] for row in rows if row["document_id"] is not None}
 
+    async def count_misgrouped(self, name: str, groups: Sequence[str]) -> int:
+        table = table_of(name)
+        differs = "payload->'groups' IS DISTINCT FROM $1" if groups else "payload ? 'groups'"
+        async with self._connection(name) as conn:
+            count: int = await conn.fetchval(
+                f"SELECT count(*) FROM {table} WHERE {CHUNKS_ONLY} AND {differs}", *([list(groups)] if groups else [])
+            )
+        return count
+
     async def search(
         self,
         name: str,

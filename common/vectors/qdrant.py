@@ -87,6 +87,7 @@ from common.vectors.records import (
     is_collection_name,
     lexical_index_missing,
     matches_nothing,
+    misgrouped,
     payload_dict,
     readable_chunk,
     search_each,
@@ -341,6 +342,21 @@ class QdrantStore:
                         counts[document_id] = counts.get(document_id, 0) + 1
                 if offset is None:
                     return counts
+        except _VENDOR_ERRORS as exc:
+            raise await self._translated(exc, name) from exc
+
+    async def count_misgrouped(self, name: str, groups: Sequence[str]) -> int:
+        checked_name(name)
+        count = 0
+        offset: models.ExtendedPointId | None = None
+        try:
+            while True:
+                records, offset = await self._client.scroll(
+                    name, scroll_filter=_CHUNKS_ONLY, limit=SCROLL_PAGE, offset=offset, with_payload=["groups"]
+                )
+                count += sum(misgrouped(record.payload or {}, groups) for record in records)
+                if offset is None:
+                    return count
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
 

@@ -148,6 +148,13 @@ def readable_chunk(payload: Mapping[str, Any], where: SearchFilter | None) -> bo
     return isinstance(groups, list) and any(isinstance(g, str) and g in where.readable_by for g in groups)
 
 
+def misgrouped(payload: Mapping[str, Any], groups: Sequence[str]) -> bool:
+    """The chunk's ``groups`` copy is not ``groups`` (:meth:`VectorStore.count_misgrouped`)."""
+    if not groups:
+        return "groups" in payload
+    return payload.get("groups") != list(groups)
+
+
 def matches_nothing(where: SearchFilter | None) -> bool:
     """A filter no chunk can pass, answered without a query: an empty set of documents, tags or labels, or no
     group to share where chunks without groups are not readable either. (Weaviate refuses an empty

@@ -167,6 +167,9 @@ class ResidentVectors:
     async def document_ids(self, name: str) -> dict[str, int]:
         return await self._store.document_ids(name)
 
+    async def count_misgrouped(self, name: str, groups: Sequence[str]) -> int:
+        return await self._store.count_misgrouped(name, groups)
+
     async def list_identities(self) -> list[Identity]:
         return await self._store.list_identities()
 

@@ -107,6 +107,7 @@ from common.vectors.records import (
     identity_not_found,
     is_collection_name,
     matches_nothing,
+    misgrouped,
     payload_dict,
     search_each,
     valid_identity,
@@ -595,6 +596,19 @@ class WeaviateStore:
         if not counts:
             await self._require(name)
         return counts
+
+    async def count_misgrouped(self, name: str, groups: Sequence[str]) -> int:
+        """Weaviate keeps no empty list or null: such a copy reads as none."""
+        checked_name(name)
+        await self._require(name)
+        count = 0
+        collection = self._client.collections.use(name)
+        try:
+            async for obj in collection.iterator(return_properties=["groups"], cache_size=SCAN_PAGE):
+                count += obj.uuid.int != 0 and misgrouped(stored_properties(obj.properties), groups)
+        except WeaviateBaseError as exc:
+            raise await self._translated(exc, name) from exc
+        return count
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         return await search_each(self, searches)

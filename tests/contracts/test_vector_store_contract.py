@@ -535,6 +535,25 @@ async def test_a_groups_copy_that_is_no_list_of_groups_is_readable_by_nobody(
     assert sorted(found) == [cid(n) for n in expected]
 
 
+async def test_chunks_whose_groups_copy_is_not_the_identitys_are_counted(provider: Harness) -> None:
+    """What ``ragu reconcile`` reports and :meth:`set_groups` rewrites: copies another application wrote oddly,
+    or a write that stopped halfway. Weaviate keeps no empty list or null (such a copy reads as none)."""
+    identity = await new_collection(provider, ["hr"])
+    records = [chunk(identity, 1, e(1))]  # no copy
+    for n, groups in ODD_GROUPS.items():
+        record = chunk(identity, n, e(1))
+        records.append(msgspec.structs.replace(record, payload={**record.payload, "groups": groups}))
+    await provider.store.upsert(identity.name, records)
+    empty_kept = provider.store.provider != "weaviate"
+
+    assert await provider.store.count_misgrouped(identity.name, ["hr"]) == 5  # all but chunk 2
+    assert await provider.store.count_misgrouped(identity.name, []) == (5 if empty_kept else 3)  # all but chunk 1
+    await provider.store.set_groups(identity.name, ["hr"])
+    assert await provider.store.count_misgrouped(identity.name, ["hr"]) == 0
+    await provider.store.set_groups(identity.name, [])
+    assert await provider.store.count_misgrouped(identity.name, []) == 0
+
+
 async def test_no_filter_or_empty_filter_keeps_everything(provider: Harness) -> None:
     identity = await grouped_collection(provider)
     everything = [cid(n) for n in range(1, 7)]

@@ -419,6 +419,30 @@ async def test_reconcile_reports_and_repairs_drift(
     assert (await store.read_identity(collection["name"]) or {}).get("groups") == ["hr"]
 
 
+async def test_reconcile_finds_chunks_whose_groups_copy_is_not_the_collections_and_repairs_them(
+    chonkit: httpx.AsyncClient,
+    worker: EmbeddingWorker,
+    vectors: VectorRegistry,
+    db: SingleConnectionDatabase,
+    vector_pool: Pool,
+) -> None:
+    """A chunk copy naming its group as a string (as another writer might) is readable by nobody; before, with
+    the identity intact, reconcile found nothing."""
+    collection = await create_collection(chonkit, "pgvector", groups=["hr"])
+    await embed(chonkit, worker, collection["id"], await upload(chonkit, "handbook.pdf", pdf(HANDBOOK)))
+    table = f'vectors."{collection["name"]}"'
+    async with vector_pool.acquire() as conn:
+        tampered = await conn.fetchval(f"SELECT id FROM {table} WHERE id <> $1 LIMIT 1", uuid.UUID(int=0))
+        await conn.execute(f"""UPDATE {table} SET payload = payload || '{{"groups": "hr"}}' WHERE id = $1""", tampered)
+
+    report = await reconcile(db, vectors, repair=False)
+    assert [d.kind for d in report.drift if d.collection == collection["name"]] == ["chunks_misgrouped"]
+    assert (await reconcile(db, vectors, repair=True)).clean
+    assert [d for d in (await reconcile(db, vectors, repair=False)).drift if d.collection == collection["name"]] == []
+    async with vector_pool.acquire() as conn:
+        assert await conn.fetchval(f"SELECT payload->'groups' FROM {table} WHERE id = $1", tampered) == ["hr"]
+
+
 async def test_reconcile_repair_gives_a_pgvector_collection_another_application_wrote_its_lexical_index(
     vectors: VectorRegistry, vector_pool: Pool, db: SingleConnectionDatabase
 ) -> None:
@@ -437,14 +461,25 @@ async def test_reconcile_repair_gives_a_pgvector_collection_another_application_
         return [(d.kind, d.repaired) for d in report.drift if d.collection == identity.name]
 
     assert mine(await reconcile(db, vectors, repair=False)) == [("foreign_collection", False)]
+    async with vector_pool.acquire() as conn:  # one chunk names its group as a string: readable by nobody
+        await conn.execute(
+            f'UPDATE vectors."{identity.name}" SET payload = payload || \'{{"groups": "hr"}}\' WHERE id = $1',
+            uuid.UUID(int=2),
+        )
     repaired = await reconcile(db, vectors, repair=True)
-    assert mine(repaired) == [("foreign_collection", False), ("lexical_index_missing", True)]
+    assert mine(repaired) == [
+        ("foreign_collection", False),
+        ("chunks_misgrouped", False),  # reported; the collection is its application's to fix
+        ("lexical_index_missing", True),
+    ]
+    assert "1 chunks" in next(d.detail for d in repaired.drift if d.kind == "chunks_misgrouped")
     hits = await store.search(
         identity.name, vectors_of[1], limit=2, properties=["content"], text="vacation", mode="lexical"
     )
     assert [hit.payload["content"] for hit in hits] == [contents[0]]
-    assert mine(await reconcile(db, vectors, repair=True)) == [("foreign_collection", False)]  # once is enough
-    assert (await store.read_identity(identity.name)) == identity.to_dict()  # the collection is otherwise as it was
+    again = await reconcile(db, vectors, repair=True)  # the index once is enough
+    assert mine(again) == [("foreign_collection", False), ("chunks_misgrouped", False)]
+    assert (await store.read_identity(identity.name)) == identity.to_dict()
 
 
 async def _make_as_before_lexical_retrieval(store: QdrantStore, name: str) -> tuple[int, int]:
