@@ -138,11 +138,10 @@ async def read_request(scope: Scope, receive: Receive) -> ScimRequest | ScimResp
     """The SCIM request of an ASGI request below the mount, or the 413 for a body past :data:`MAX_BODY_BYTES`."""
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
     host = headers.get("host") or "{}:{}".format(*(scope.get("server") or ("localhost", 80)))
-    root = scope.get("root_path", "")
-    request = ScimRequest(
+    request = ScimRequest(  # Litestar hands a mount the path below it, and leaves root_path as the host set it
         method=scope["method"],
-        base_url=f"{scope['scheme']}://{host}{root}",
-        path=BaseApplication.split_path(scope["path"].removeprefix(root) or "/"),
+        base_url=f"{scope['scheme']}://{host}{scope.get('root_path', '')}{SCIM_PATH}",
+        path=BaseApplication.split_path(scope["path"] or "/"),
         query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)),
         headers=list(headers.items()),
     )

@@ -58,7 +58,7 @@ FROM directory.users u
 """
 _GROUPS: Final = """
 SELECT g.*, coalesce(
-    (SELECT jsonb_agg(jsonb_build_object('value', u.id::text, 'display', u.user_name,
+    (SELECT jsonb_agg(jsonb_build_object('value', u.id::text, 'display', coalesce(m.display, u.user_name),
                                          '$ref', 'Users/' || u.id::text, 'type', 'User') ORDER BY u.id)
      FROM directory.members m JOIN directory.users u ON u.id = m.user_id WHERE m.group_id = g.id),
     '[]'::jsonb) AS related
@@ -116,14 +116,15 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
-def _member_ids(group: Group) -> list[uuid.UUID]:
-    """The users a group names; a member that is not a user of this directory is refused, nested groups too."""
-    ids = []
+def _members(group: Group) -> dict[uuid.UUID, str | None]:
+    """The users a group names, with the display sent for each; a member that is not a user of this directory is
+    refused, nested groups too."""
+    members: dict[uuid.UUID, str | None] = {}
     for member in group.members or []:
         if member.type not in (None, "User") or member.value is None or not _is_uuid(member.value):
             raise InvalidValueException(detail=f"member {member.value!r} is not a user of this directory")
-        ids.append(uuid.UUID(member.value))
-    return ids
+        members[uuid.UUID(member.value)] = member.display
+    return members
 
 
 class PostgresStorage(AsyncScimStorage):
@@ -202,7 +203,7 @@ class PostgresStorage(AsyncScimStorage):
                     group.external_id,
                     _stored_body(group),
                 )
-                await self._set_members(new_id, _member_ids(group))
+                await self._set_members(new_id, _members(group))
         except asyncpg.UniqueViolationError:
             raise UniquenessException(detail="a user with this userName exists") from None
         except asyncpg.NotNullViolationError:
@@ -242,7 +243,7 @@ class PostgresStorage(AsyncScimStorage):
                     group.external_id,
                     _stored_body(group),
                 )
-                await self._set_members(resource_id, _member_ids(group))
+                await self._set_members(resource_id, _members(group))
         except asyncpg.UniqueViolationError:
             raise UniquenessException(detail="a user with this userName exists") from None
         except asyncpg.NotNullViolationError:
@@ -262,16 +263,18 @@ class PostgresStorage(AsyncScimStorage):
         table = _TABLES[cast(str, resource_type.name)]
         await self._conn.execute(f"DELETE FROM {table} WHERE id = $1::uuid", resource_id)  # noqa: S608 - a constant
 
-    async def _set_members(self, group_id: str, user_ids: list[uuid.UUID]) -> None:
+    async def _set_members(self, group_id: str, members: dict[uuid.UUID, str | None]) -> None:
+        user_ids = list(members)
         known = await self._conn.fetchval("SELECT count(*) FROM directory.users WHERE id = ANY($1::uuid[])", user_ids)
-        if known != len(set(user_ids)):
+        if known != len(user_ids):
             raise InvalidValueException(detail="a member is not a user of this directory")
         await self._conn.execute("DELETE FROM directory.members WHERE group_id = $1::uuid", group_id)
         await self._conn.execute(
-            "INSERT INTO directory.members (group_id, user_id) SELECT $1::uuid, unnest($2::uuid[]) "
-            "ON CONFLICT DO NOTHING",
+            "INSERT INTO directory.members (group_id, user_id, display) "
+            "SELECT $1::uuid, * FROM unnest($2::uuid[], $3::text[])",
             group_id,
             user_ids,
+            list(members.values()),
         )
 
 

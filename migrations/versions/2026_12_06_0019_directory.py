@@ -3,8 +3,9 @@
 ``directory.users`` and ``directory.groups`` hold each SCIM resource as its identity provider sent it (``resource``,
 without ``id``, ``meta`` and the membership), plus the columns membership is read by: a user's ``user_name`` (unique
 without regard to case, as RFC 7643 makes ``userName``), ``external_id`` and ``active``; a group's ``display_name``,
-the group name collections are restricted to. ``directory.members`` is the membership itself, the one table a
-request reads (by ``user_id``) to learn a user's groups. Downgrade drops the schema and the directory with it.
+the group name collections are restricted to. ``directory.members`` is the membership itself (with the ``display``
+the identity provider sent for the member, if any), the one table a request reads (by ``user_id``) to learn a
+user's groups. Downgrade drops the schema and the directory with it.
 
 Revision ID: 0019
 Revises: 0018
@@ -57,6 +58,7 @@ def upgrade() -> None:
         CREATE TABLE directory.members (
             group_id uuid NOT NULL REFERENCES directory.groups (id) ON DELETE CASCADE,
             user_id uuid NOT NULL REFERENCES directory.users (id) ON DELETE CASCADE,
+            display text,
             PRIMARY KEY (group_id, user_id)
         )
         """

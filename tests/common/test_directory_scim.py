@@ -44,6 +44,8 @@ async def test_users_and_groups_round_trip_and_a_patch_removes_a_member(served: 
     assert sorted(m.value for m in hr.members) == sorted([alice.id, bob.id])
     read: Any = await scim.query(DirectoryUser, alice.id)
     assert [g.display for g in read.groups] == ["hr"]
+    assert read.meta.location == f"http://ragu.test/scim/v2/Users/{alice.id}"  # below the mount, not the host
+    assert {m.ref for m in hr.members} == {f"http://ragu.test/scim/v2/Users/{u.id}" for u in (alice, bob)}
 
     found: Any = await scim.query(DirectoryUser, query_parameters=_search('userName eq "alice@example.com"'))
     assert (type(found).__name__, [r.id for r in found.resources]) == ("ListResponse[User[EnterpriseUser]]", [alice.id])
