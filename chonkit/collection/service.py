@@ -32,7 +32,7 @@ from chonkit.collection.repository import CollectionRepository
 from common.embedders.base import EmbedderRegistry
 from common.errors import Conflict, InvalidInput, NotFound
 from common.groups import check_groups
-from common.vectors.base import RetrievalMode, SearchFilter, SearchHit, read_chunk
+from common.vectors.base import RetrievalMode, Search, SearchFilter, SearchHit, read_chunk
 from common.vectors.records import checked_name
 from common.vectors.registry import VectorRegistry
 from schemas.models import Identity
@@ -179,15 +179,17 @@ class CollectionService:
         vector = await embedder.embed_query(request.query)
         embedded = time.perf_counter()
         hits = await self.vectors.get(collection.vector_provider).search(
-            collection.name,
-            vector.tolist(),
-            limit=request.limit,
-            properties=SEARCH_PROPERTIES,
-            max_distance=request.max_distance,
-            where=search_filter(request),
-            text=request.query,
-            mode=request.mode,
-            dense_weight=request.dense_weight,
+            Search(
+                name=collection.name,
+                vector=vector.tolist(),
+                limit=request.limit,
+                properties=SEARCH_PROPERTIES,
+                max_distance=request.max_distance,
+                where=search_filter(request),
+                text=request.query,
+                mode=request.mode,
+                dense_weight=request.dense_weight,
+            )
         )
         searched = time.perf_counter()
         matched = [matched_chunk(hit, legs_of(hit, rank, request.mode)) for rank, hit in enumerate(hits, start=1)]

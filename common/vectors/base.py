@@ -208,7 +208,7 @@ class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Search(msgspec.Struct, frozen=True, kw_only=True):
-    """One search of :meth:`VectorStore.search_many`: the arguments :meth:`VectorStore.search` takes."""
+    """One search: what :meth:`VectorStore.search` takes, and each of :meth:`VectorStore.search_many`'s."""
 
     name: str
     vector: Vector
@@ -299,22 +299,10 @@ class VectorStore(Protocol):
         halfway. Such a chunk is readable by nobody or by the wrong groups (for reconciliation)."""
         ...
 
-    async def search(
-        self,
-        name: str,
-        vector: Vector,
-        *,
-        limit: int,
-        properties: Sequence[str],
-        max_distance: float | None = None,
-        where: SearchFilter | None = None,
-        text: str = "",
-        mode: RetrievalMode = "dense",
-        dense_weight: float = DEFAULT_DENSE_WEIGHT,
-    ) -> list[SearchHit]:
+    async def search(self, search: Search) -> list[SearchHit]:
         """Top-``limit`` chunks in ``mode`` (module docstring; dense: by cosine distance, closest first), ties
         broken by id ascending; only hits with ``distance <= max_distance`` when given; never the identity
-        record. ``text`` and ``dense_weight`` as in :class:`Search`."""
+        record."""
         ...
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:

@@ -44,10 +44,8 @@ from common.db.database import Connection, Pool, init_connection
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
-    DEFAULT_DENSE_WEIGHT,
     IDENTITY_ID,
     Legs,
-    RetrievalMode,
     Search,
     SearchFilter,
     SearchHit,
@@ -486,53 +484,31 @@ class PgVectorStore:
             )
         return count
 
-    async def search(
-        self,
-        name: str,
-        vector: Vector,
-        *,
-        limit: int,
-        properties: Sequence[str],
-        max_distance: float | None = None,
-        where: SearchFilter | None = None,
-        text: str = "",
-        mode: RetrievalMode = "dense",
-        dense_weight: float = DEFAULT_DENSE_WEIGHT,
-    ) -> list[SearchHit]:
+    async def search(self, search: Search) -> list[SearchHit]:
         """Dense: one query per search; asks again only when equal distances straddle ``limit``, so that ties
         are broken by id over every tied chunk, not over those HNSW met first. Lexical and hybrid: one query
         (:meth:`_search_lexical`)."""
-        table = table_of(name)
-        if mode != "dense":
-            check_retrieval(mode, dense_weight)
-            wanted = Search(
-                name=name,
-                vector=vector,
-                limit=limit,
-                properties=properties,
-                max_distance=max_distance,
-                where=where,
-                text=text,
-                mode=mode,
-                dense_weight=dense_weight,
-            )
-            return await self._search_lexical(wanted)
-        if _finds_nothing(limit, where):
+        table = table_of(search.name)
+        if search.mode != "dense":
+            check_retrieval(search.mode, search.dense_weight)
+            return await self._search_lexical(search)
+        if _finds_nothing(search.limit, search.where):
             return []
-        query = as_vector(vector)
-        sql, filter_args = _search_statement(table, where, with_max_distance=max_distance is not None)
-        args = [query, 0, list(properties), *filter_args]
-        if max_distance is not None:
-            args.append(max_distance)
-        fetch = limit + 1  # one more than asked shows whether ties continue past the cut
-        async with self._connection(name) as conn:
+        query = as_vector(search.vector)
+        with_max_distance = search.max_distance is not None
+        sql, filter_args = _search_statement(table, search.where, with_max_distance=with_max_distance)
+        args = [query, 0, list(search.properties), *filter_args]
+        if search.max_distance is not None:
+            args.append(search.max_distance)
+        fetch = search.limit + 1  # one more than asked shows whether ties continue past the cut
+        async with self._connection(search.name) as conn:
             while True:
                 args[1] = fetch
                 rows = await self._fetch(conn, sql, args, ef_search=_ef_search(fetch))
-                if not _ties_past(rows, limit, fetch):
+                if not _ties_past(rows, search.limit, fetch):
                     break
                 fetch *= 4
-        return [_hit(row) for row in rows[:limit]]
+        return [_hit(row) for row in rows[: search.limit]]
 
     async def _search_lexical(self, search: Search) -> list[SearchHit]:
         """A lexical or hybrid search: both legs and their fusion in one statement (:func:`_lexical_statement`).
@@ -572,13 +548,14 @@ class PgVectorStore:
                 "dense leg alone until `ragu reconcile --repair` (or upgrade_lexical) adds it",
                 search.name,
             )
-        dense = await self.search(
-            search.name,
-            search.vector,
+        leg = Search(
+            name=search.name,
+            vector=search.vector,
             limit=leg_depth(search.limit),
             properties=search.properties,
             where=search.where,
         )
+        dense = await self.search(leg)
         return fuse(dense, [], dense_weight=search.dense_weight, limit=search.limit, max_distance=search.max_distance)
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:

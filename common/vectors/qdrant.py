@@ -61,15 +61,12 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
-    DEFAULT_DENSE_WEIGHT,
     FILTERABLE,
     IDENTITY_ID,
-    RetrievalMode,
     Search,
     SearchFilter,
     SearchHit,
     SearchResult,
-    Vector,
     VectorRecord,
     identity_vector,
 )
@@ -363,61 +360,30 @@ class QdrantStore:
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         return await search_each(self, searches)
 
-    async def search(
-        self,
-        name: str,
-        vector: Vector,
-        *,
-        limit: int,
-        properties: Sequence[str],
-        max_distance: float | None = None,
-        where: SearchFilter | None = None,
-        text: str = "",
-        mode: RetrievalMode = "dense",
-        dense_weight: float = DEFAULT_DENSE_WEIGHT,
-    ) -> list[SearchHit]:
+    async def search(self, search: Search) -> list[SearchHit]:
         """Dense: one ``query_points`` call (a second one only when equal scores straddle ``limit``). Lexical
         and hybrid: see the module docstring."""
-        checked_name(name)
-        if limit < 0:
-            raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
-        check_retrieval(mode, dense_weight)
-        if limit == 0 or matches_nothing(where):
+        checked_name(search.name)
+        if search.limit < 0:
+            raise InvalidInput(f"limit must not be negative, got {search.limit}", code="invalid_limit")
+        check_retrieval(search.mode, search.dense_weight)
+        where = search.where
+        if search.limit == 0 or matches_nothing(where):
             return []
-        guarded = where is not None and where.readable_by is not None and "groups" not in properties
-        hits = await self._search(
-            name,
-            as_floats(vector),
-            limit=limit,
-            with_payload=[*properties, "groups"] if guarded else (list(properties) or False),
-            max_distance=max_distance,
-            where=where,
-            text=text,
-            mode=mode,
-            dense_weight=dense_weight,
-        )
+        guarded = where is not None and where.readable_by is not None and "groups" not in search.properties
+        with_payload = [*search.properties, "groups"] if guarded else (list(search.properties) or False)
+        hits = await self._search(search, as_floats(search.vector), with_payload)
         return access_checked(hits, where, drop_groups=guarded)
 
-    async def _search(
-        self,
-        name: str,
-        query: list[float],
-        *,
-        limit: int,
-        with_payload: list[str] | bool,
-        max_distance: float | None,
-        where: SearchFilter | None,
-        text: str,
-        mode: RetrievalMode,
-        dense_weight: float,
-    ) -> list[SearchHit]:
+    async def _search(self, search: Search, query: list[float], with_payload: list[str] | bool) -> list[SearchHit]:
         """:meth:`search` once its arguments are checked."""
-        if mode == "dense":
+        name, limit, max_distance, where = search.name, search.limit, search.max_distance, search.where
+        if search.mode == "dense":
             return await self._dense(
                 name, query, limit=limit, with_payload=with_payload, max_distance=max_distance, where=where
             )
-        terms = lexical.query_terms(text)
-        if mode == "lexical":
+        terms = lexical.query_terms(search.text)
+        if search.mode == "lexical":
             if not terms.ids:
                 return []
             if not await self._has_lexical(name):
@@ -431,7 +397,7 @@ class QdrantStore:
             legs.append(_Leg(name, query, search_filter(where), with_payload, depth=depth, terms=terms))
         dense, *lexical_hits = await self._legs(legs)
         merged = lexical_hits[0] if lexical_hits else []
-        return fuse(dense, merged, dense_weight=dense_weight, limit=limit, max_distance=max_distance)
+        return fuse(dense, merged, dense_weight=search.dense_weight, limit=limit, max_distance=max_distance)
 
     async def _dense(
         self,

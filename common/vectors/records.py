@@ -21,7 +21,6 @@ from common.vectors.base import (
     ChunkPayload,
     Search,
     SearchFilter,
-    SearchHit,
     SearchResult,
     Vector,
     VectorStore,
@@ -200,34 +199,10 @@ def chunk_content(payload: ChunkPayload | dict[str, Any]) -> str:
 
 async def search_each(store: VectorStore, searches: Sequence[Search]) -> list[SearchResult]:
     """:meth:`VectorStore.search_many` as concurrent single searches, for adapters without a batched query."""
-    results = await asyncio.gather(*(search_one(store, s) for s in searches), return_exceptions=True)
+    results = await asyncio.gather(*(store.search(s) for s in searches), return_exceptions=True)
     answered: list[SearchResult] = []
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, AppError):
             raise result  # not a search's own failure (a bug, a cancellation): the caller's
         answered.append(result)
     return answered
-
-
-async def search_one(store: VectorStore, search: Search) -> list[SearchHit]:
-    """``store.search`` with a :class:`Search`'s arguments (a dense one passes none of the lexical ones)."""
-    if search.mode == "dense":
-        return await store.search(
-            search.name,
-            search.vector,
-            limit=search.limit,
-            properties=search.properties,
-            max_distance=search.max_distance,
-            where=search.where,
-        )
-    return await store.search(
-        search.name,
-        search.vector,
-        limit=search.limit,
-        properties=search.properties,
-        max_distance=search.max_distance,
-        where=search.where,
-        text=search.text,
-        mode=search.mode,
-        dense_weight=search.dense_weight,
-    )

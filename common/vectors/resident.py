@@ -54,8 +54,6 @@ import numpy.typing as npt
 
 from common.errors import AppError
 from common.vectors.base import (
-    DEFAULT_DENSE_WEIGHT,
-    RetrievalMode,
     Search,
     SearchFilter,
     SearchHit,
@@ -242,46 +240,18 @@ class ResidentVectors:
             self._changed(name)
             self._changed(version)
 
-    async def search(
-        self,
-        name: str,
-        vector: Vector,
-        *,
-        limit: int,
-        properties: Sequence[str],
-        max_distance: float | None = None,
-        where: SearchFilter | None = None,
-        text: str = "",
-        mode: RetrievalMode = "dense",
-        dense_weight: float = DEFAULT_DENSE_WEIGHT,
-    ) -> list[SearchHit]:
-        if mode != "dense":
-            wanted = Search(
-                name=name,
-                vector=vector,
-                limit=limit,
-                properties=properties,
-                max_distance=max_distance,
-                where=where,
-                text=text,
-                mode=mode,
-                dense_weight=dense_weight,
-            )
-            [result] = await self.search_many([wanted])
+    async def search(self, search: Search) -> list[SearchHit]:
+        if search.mode != "dense":
+            [result] = await self.search_many([search])
             if isinstance(result, AppError):
                 raise result
             return result
-        copy = self._current_copy(name)
+        copy = self._current_copy(search.name)
         if copy is not None:
-            wanted = Search(
-                name=name, vector=vector, limit=limit, properties=properties, max_distance=max_distance, where=where
-            )
-            hits = copy.search(wanted, _unit(vector))
+            hits = copy.search(search, _unit(search.vector))
             if hits is not None:
                 return hits
-        return await self._store.search(
-            name, vector, limit=limit, properties=properties, max_distance=max_distance, where=where
-        )
+        return await self._store.search(search)
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         """The copies answer what they can: HNSW searches of questions arriving together (within

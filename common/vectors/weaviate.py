@@ -80,18 +80,15 @@ from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
     CHUNK_EXTRAS,
-    DEFAULT_DENSE_WEIGHT,
     FILTERABLE,
     IDENTITY_ID,
     IDENTITY_PROPERTIES,
     TEXT_PROPERTIES,
     Legs,
-    RetrievalMode,
     Search,
     SearchFilter,
     SearchHit,
     SearchResult,
-    Vector,
     VectorRecord,
     identity_vector,
 )
@@ -613,31 +610,21 @@ class WeaviateStore:
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         return await search_each(self, searches)
 
-    async def search(
-        self,
-        name: str,
-        vector: Vector,
-        *,
-        limit: int,
-        properties: Sequence[str],
-        max_distance: float | None = None,
-        where: SearchFilter | None = None,
-        text: str = "",
-        mode: RetrievalMode = "dense",
-        dense_weight: float = DEFAULT_DENSE_WEIGHT,
-    ) -> list[SearchHit]:
+    async def search(self, search: Search) -> list[SearchHit]:
         """Dense: one ``near_vector`` query; lexical: one ``bm25`` query; hybrid: one native ``hybrid`` query
         (module docstring). Another query only when equal scores straddle ``limit``, or an existence check when
         nothing matched (to tell an empty result from a missing collection)."""
+        name, limit, where, max_distance = search.name, search.limit, search.where, search.max_distance
+        text, mode, dense_weight = search.text, search.mode, search.dense_weight
         checked_name(name)
         if limit < 0:
             raise InvalidInput(f"limit must not be negative, got {limit}", code="invalid_limit")
         check_retrieval(mode, dense_weight)
         if limit == 0 or matches_nothing(where):
             return []
-        near = as_floats(vector)
+        near = as_floats(search.vector)
         # Weaviate refuses unknown property names; properties it does not declare are simply absent.
-        requested = [key for key in properties if key in _PROPERTY_TYPES]
+        requested = [key for key in search.properties if key in _PROPERTY_TYPES]
         if where is not None and (where.tags is not None or where.labels is not None):
             await self._ensure_schema(name)  # a collection from before tags and labels cannot filter on them
         if mode == "dense":

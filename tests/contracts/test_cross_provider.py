@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from common.vectors import SearchFilter, VectorRecord
+from common.vectors import Search, SearchFilter, VectorRecord
 from schemas.models import Identity
 from tests.contracts.conftest import PROVIDERS, Harness, open_harness
 
@@ -95,7 +95,9 @@ async def test_every_provider_returns_the_exact_neighbours(harnesses: list[Harne
         answers[store.provider] = []
         for query in queries:
             for where in WHERE:
-                hits = await store.search(name, query.tolist(), limit=10, properties=["chunk_index"], where=where)
+                hits = await store.search(
+                    Search(name=name, vector=query.tolist(), limit=10, properties=["chunk_index"], where=where)
+                )
                 assert [hit.id for hit in hits] == exact_top(vectors, records, query, 10, where), (
                     store.provider,
                     where,

@@ -129,7 +129,9 @@ async def search(
     **kwargs: Any,
 ) -> list[SearchHit]:
     return await provider.store.search(
-        name, query, limit=limit, properties=["content", "document_id"], text=text, mode=mode, **kwargs
+        Search(
+            name=name, vector=query, limit=limit, properties=["content", "document_id"], text=text, mode=mode, **kwargs
+        )
     )
 
 
@@ -411,7 +413,7 @@ async def test_update_document_sets_name_tags_and_label_on_that_documents_chunks
     await store.update_document(name, DOC_A, document_name="Policy 2026.pdf", tags=["new"], label="approved")
 
     tagged = await store.search(
-        name, QUERY, limit=10, properties=properties, where=SearchFilter(tags=frozenset({"new"}))
+        Search(name=name, vector=QUERY, limit=10, properties=properties, where=SearchFilter(tags=frozenset({"new"})))
     )
     assert numbers(tagged) == [11, 12, 13]
     assert all(
@@ -420,10 +422,10 @@ async def test_update_document_sets_name_tags_and_label_on_that_documents_chunks
     labelled = await search(provider, name, "hybrid", where=SearchFilter(labels=frozenset({"approved"})))
     assert numbers(labelled) == [11, 12, 13]
     assert await search(provider, name, "lexical", where=SearchFilter(tags=frozenset({"policy"}))) == []
-    other = await store.search(name, QUERY, limit=1, properties=properties)
+    other = await store.search(Search(name=name, vector=QUERY, limit=1, properties=properties))
     assert other[0].payload == {"document_name": "doc-b.pdf", "tags": ["secret"], "label": "draft"}
 
     await store.update_document(name, DOC_A, document_name="Policy 2026.pdf", tags=[], label=None)
     in_a = SearchFilter(document_ids=frozenset({DOC_A}))
-    cleared = await store.search(name, QUERY, limit=10, properties=properties, where=in_a)
+    cleared = await store.search(Search(name=name, vector=QUERY, limit=10, properties=properties, where=in_a))
     assert [(hit.payload.get("tags", []), hit.payload.get("label")) for hit in cleared] == [([], None)] * 3

@@ -123,7 +123,9 @@ async def new_collection(provider: Harness, groups: list[str] | None = None) -> 
 
 
 async def ids_found(store: VectorStore, name: str, query: list[float], **kwargs: Any) -> list[str]:
-    hits = await store.search(name, query, limit=kwargs.pop("limit", 50), properties=["document_id"], **kwargs)
+    hits = await store.search(
+        Search(name=name, vector=query, limit=kwargs.pop("limit", 50), properties=["document_id"], **kwargs)
+    )
     return [hit.id for hit in hits]
 
 
@@ -198,7 +200,7 @@ async def test_chunk_payloads_read_back_whole_and_valid_as_text_payloads(provide
     records = [chunk(identity, n, e(n), groups=["hr"], content=f"Ünïcode \N{SNOWMAN} {n}") for n in range(1, 4)]
     await provider.store.upsert(identity.name, records)
 
-    hits = await provider.store.search(identity.name, e(1), limit=10, properties=ALL_PROPERTIES)
+    hits = await provider.store.search(Search(name=identity.name, vector=e(1), limit=10, properties=ALL_PROPERTIES))
 
     assert {hit.id: hit.payload for hit in hits} == {record.id: record.payload for record in records}
     for hit in hits:
@@ -224,7 +226,7 @@ async def test_a_chunk_payload_struct_is_stored_as_the_object_of_its_fields(
         [VectorRecord(id=cid(1), vector=e(1), payload=typed), VectorRecord(id=cid(2), vector=e(1), payload=as_dict)],
     )
 
-    hits = await provider.store.search(identity.name, e(1), limit=2, properties=ALL_PROPERTIES)
+    hits = await provider.store.search(Search(name=identity.name, vector=e(1), limit=2, properties=ALL_PROPERTIES))
 
     assert [hit.payload for hit in hits] == [as_dict, as_dict]
     assert ("groups" in as_dict) == (groups is not None)
@@ -242,7 +244,7 @@ async def test_upserting_the_same_ids_again_overwrites_without_duplicates(provid
 
     assert await provider.store.count(identity.name) == 3
     assert await provider.store.document_ids(identity.name) == {DOC_A: 1, DOC_B: 2}
-    hits = await provider.store.search(identity.name, e(4), limit=2, properties=["content"])
+    hits = await provider.store.search(Search(name=identity.name, vector=e(4), limit=2, properties=["content"]))
     assert [(hit.id, hit.payload["content"]) for hit in hits] == [(cid(1), "rewritten 1"), (cid(2), "rewritten 2")]
     assert [hit.distance for hit in hits] == pytest.approx([0.0, 0.0], abs=1e-6)
 
@@ -317,7 +319,7 @@ async def test_update_document_sets_name_tags_and_label_on_that_documents_chunks
         await store.update_document(name, DOC_A, document_name="Handbook 2025.pdf", tags=["policy"], label="HR")
 
     asked = ["document_id", "document_name", "content", "tags", "label"]
-    hits = await store.search(name, e(1), limit=10, properties=asked)
+    hits = await store.search(Search(name=name, vector=e(1), limit=10, properties=asked))
     assert {hit.id: hit.payload["document_name"] for hit in hits} == {
         cid(1): "Handbook 2025.pdf",
         cid(2): "Handbook 2025.pdf",
@@ -349,7 +351,9 @@ async def test_identity_is_never_searched_counted_or_listed(provider: Harness) -
     assert await store.document_ids(name) == {}
 
     await store.upsert(name, [chunk(identity, n, e(n)) for n in (1, 2)])
-    hits = await store.search(name, identity_vector(DIM), limit=10, properties=["name"], max_distance=2.0)
+    hits = await store.search(
+        Search(name=name, vector=identity_vector(DIM), limit=10, properties=["name"], max_distance=2.0)
+    )
     assert sorted(hit.id for hit in hits) == [cid(1), cid(2)]
     assert await store.count(name) == 2
     assert await store.document_ids(name) == {DOC_A: 2}
@@ -369,7 +373,7 @@ async def test_search_ranks_by_cosine_distance_with_similarity_scores(provider: 
     ]
     await provider.store.upsert(identity.name, records)
 
-    hits = await provider.store.search(identity.name, e(2, 7.0), limit=5, properties=[])
+    hits = await provider.store.search(Search(name=identity.name, vector=e(2, 7.0), limit=5, properties=[]))
 
     assert [hit.id for hit in hits] == [cid(1), cid(2), cid(3), cid(4), cid(5)]
     expected = [0.0, 1 - 1 / math.sqrt(2), 0.5, 1.0, 2.0]
@@ -377,7 +381,7 @@ async def test_search_ranks_by_cosine_distance_with_similarity_scores(provider: 
     assert [hit.score for hit in hits] == pytest.approx([1 - d for d in expected], abs=1e-5)
     for hit in hits:
         assert hit.score + hit.distance == pytest.approx(1.0)
-    top2 = await provider.store.search(identity.name, e(2, 7.0), limit=2, properties=[])
+    top2 = await provider.store.search(Search(name=identity.name, vector=e(2, 7.0), limit=2, properties=[]))
     assert [hit.id for hit in top2] == [cid(1), cid(2)]
 
 
@@ -409,9 +413,9 @@ async def test_search_returns_only_the_requested_properties(provider: Harness) -
     await provider.store.upsert(identity.name, [chunk(identity, 1, e(1))])
 
     [hit] = await provider.store.search(
-        identity.name, e(1), limit=1, properties=["content", "page_start", "not_stored"]
+        Search(name=identity.name, vector=e(1), limit=1, properties=["content", "page_start", "not_stored"])
     )
-    [bare] = await provider.store.search(identity.name, e(1), limit=1, properties=[])
+    [bare] = await provider.store.search(Search(name=identity.name, vector=e(1), limit=1, properties=[]))
 
     assert hit.payload == {"content": "chunk 1", "page_start": None}
     assert bare.payload == {}
@@ -421,7 +425,7 @@ async def test_search_with_limit_zero_finds_nothing(provider: Harness) -> None:
     identity = await new_collection(provider)
     await provider.store.upsert(identity.name, [chunk(identity, 1, e(1))])
 
-    assert await provider.store.search(identity.name, e(1), limit=0, properties=[]) == []
+    assert await provider.store.search(Search(name=identity.name, vector=e(1), limit=0, properties=[])) == []
 
 
 async def test_search_many_answers_each_search_as_search_does(provider: Harness) -> None:
@@ -454,12 +458,14 @@ async def test_search_many_answers_each_search_as_search_does(provider: Harness)
         if search is searches[2]:
             continue
         alone = await store.search(
-            search.name,
-            search.vector,
-            limit=search.limit,
-            properties=search.properties,
-            max_distance=search.max_distance,
-            where=search.where,
+            Search(
+                name=search.name,
+                vector=search.vector,
+                limit=search.limit,
+                properties=search.properties,
+                max_distance=search.max_distance,
+                where=search.where,
+            )
         )
         assert same_hits(result, alone)
     assert [hit.id for hit in results[0]] == [cid(1), cid(2), cid(3)]  # type: ignore[union-attr]
@@ -595,7 +601,7 @@ async def test_set_groups_rewrites_the_identity_and_every_chunk(provider: Harnes
     stored = await store.read_identity(name)
     assert stored == {**identity.to_dict(), "groups": ["finance", "ops"]}
     IDENTITY_RS.validate(stored)
-    hits = await store.search(name, e(1), limit=10, properties=["groups"])
+    hits = await store.search(Search(name=name, vector=e(1), limit=10, properties=["groups"]))
     assert [hit.payload for hit in hits] == [{"groups": ["finance", "ops"]}] * 6
     assert await ids_found(store, name, e(1), where=SearchFilter(readable_by=frozenset({"hr"}))) == []
     assert len(await ids_found(store, name, e(1), where=SearchFilter(readable_by=frozenset({"ops"})))) == 6
@@ -613,7 +619,7 @@ async def test_set_groups_with_no_groups_removes_the_property_everywhere(provide
     assert "groups" not in stored
     IDENTITY_RS.validate(stored)
     validate("identity", stored)
-    hits = await store.search(name, e(1), limit=10, properties=ALL_PROPERTIES)
+    hits = await store.search(Search(name=name, vector=e(1), limit=10, properties=ALL_PROPERTIES))
     assert len(hits) == 2
     assert all("groups" not in hit.payload for hit in hits)
     assert len(await ids_found(store, name, e(1), where=SearchFilter(readable_by=frozenset()))) == 2
@@ -657,7 +663,7 @@ async def test_a_missing_collection_is_not_found(provider: Harness) -> None:
     assert not await store.collection_exists(name)
     assert await store.read_identity(name) is None
     calls: list[Callable[[], Awaitable[object]]] = [
-        lambda: store.search(name, e(1), limit=3, properties=["content"]),
+        lambda: store.search(Search(name=name, vector=e(1), limit=3, properties=["content"])),
         lambda: store.count(name),
         lambda: store.document_ids(name),
         lambda: store.upsert(name, [chunk(identity, 1, e(1))]),
@@ -684,7 +690,7 @@ async def test_a_name_that_breaks_the_rule_is_invalid_not_missing(provider: Harn
     assert await store.read_identity(name) is None
     await store.drop_collection(name)
     calls: list[Callable[[], Awaitable[object]]] = [
-        lambda: store.search(name, e(1), limit=3, properties=["content"]),
+        lambda: store.search(Search(name=name, vector=e(1), limit=3, properties=["content"])),
         lambda: store.count(name),
         lambda: store.document_ids(name),
         lambda: store.upsert(name, [chunk(identity, 1, e(1))]),

@@ -35,6 +35,7 @@ from qdrant_client import AsyncQdrantClient
 
 from common.db.database import Connection, Pool
 from common.embedders.base import EmbedderRegistry
+from common.vectors import Search
 from common.vectors.base import RETRIEVAL_MODES, RetrievalMode, VectorRecord, VectorStore
 from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.qdrant import QdrantStore
@@ -111,7 +112,7 @@ class World:
             assert time.monotonic() < deadline, "collections were never copied to memory"
             missing = [n for n in COLLECTIONS if n not in store.status.in_memory()]
             for name in missing:
-                await store.search(name, probe, limit=1, properties=())
+                await store.search(Search(name=name, vector=probe, limit=1, properties=()))
             await asyncio.sleep(0.01)
             if not missing and all(n in store.status.in_memory() for n in COLLECTIONS):
                 return

@@ -16,6 +16,7 @@ from common.db import migrate as migrations
 from common.db.database import PoolDatabase, init_connection
 from common.db.embedded import ensure_database, with_database
 from common.embedders.base import EmbedderRegistry
+from common.vectors import Search
 from common.vectors.base import SearchFilter, VectorRecord
 from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.registry import VectorRegistry
@@ -197,7 +198,9 @@ async def backfill(url: str, embedders: EmbedderRegistry, data: Path) -> tuple[t
 async def filtered_counts(store: PgVectorStore) -> tuple[int, int]:
     counts = []
     for where in (SearchFilter(tags=frozenset({"policy"})), SearchFilter(labels=frozenset({"Handbook"}))):
-        hits = await store.search(NAME, [0.5, 0.5, 0.5, 0.5], limit=20, properties=["document_id"], where=where)
+        hits = await store.search(
+            Search(name=NAME, vector=[0.5, 0.5, 0.5, 0.5], limit=20, properties=["document_id"], where=where)
+        )
         assert {h.payload["document_id"] for h in hits} <= {str(TAGGED)}
         counts.append(len(hits))
     return counts[0], counts[1]

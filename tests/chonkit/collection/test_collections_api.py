@@ -17,6 +17,7 @@ from chonkit.embedding.worker import EmbeddingWorker
 from chonkit.ingest import pipeline
 from common.db import SingleConnectionDatabase
 from common.db.database import Connection, Pool
+from common.vectors import Search
 from common.vectors.base import SearchFilter
 from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
@@ -186,7 +187,9 @@ async def test_embed_search_and_payload_contract(
 
     store = vectors.get(provider)
     payload_validator = jsonschema_rs.validator_for(schemas.load("text-payload"))
-    stored = await store.search(collection["name"], [1.0] + [0.0] * 383, limit=50, properties=PAYLOAD_PROPERTIES)
+    stored = await store.search(
+        Search(name=collection["name"], vector=[1.0] + [0.0] * 383, limit=50, properties=PAYLOAD_PROPERTIES)
+    )
     assert len(stored) == item["chunks"]
     for hit in stored:
         assert payload_validator.is_valid(hit.payload)
@@ -244,11 +247,13 @@ async def test_group_changes_rewrite_identity_and_every_chunk(
 
     async def readable(groups: set[str]) -> int:
         hits = await store.search(
-            collection["name"],
-            query,
-            limit=50,
-            properties=["content"],
-            where=SearchFilter(readable_by=frozenset(groups)),
+            Search(
+                name=collection["name"],
+                vector=query,
+                limit=50,
+                properties=["content"],
+                where=SearchFilter(readable_by=frozenset(groups)),
+            )
         )
         return len(hits)
 
@@ -266,7 +271,9 @@ async def test_group_changes_rewrite_identity_and_every_chunk(
     assert "groups" not in detail["identity"]["identity"]
     assert detail["identity"]["valid"] is True
     assert await readable(set()) == total
-    stored = await store.search(collection["name"], query, limit=50, properties=["groups", "content"])
+    stored = await store.search(
+        Search(name=collection["name"], vector=query, limit=50, properties=["groups", "content"])
+    )
     assert all("groups" not in hit.payload for hit in stored)
 
 
@@ -474,7 +481,9 @@ async def test_reconcile_repair_gives_a_pgvector_collection_another_application_
     ]
     assert "1 chunks" in next(d.detail for d in repaired.drift if d.kind == "chunks_misgrouped")
     hits = await store.search(
-        identity.name, vectors_of[1], limit=2, properties=["content"], text="vacation", mode="lexical"
+        Search(
+            name=identity.name, vector=vectors_of[1], limit=2, properties=["content"], text="vacation", mode="lexical"
+        )
     )
     assert [hit.payload["content"] for hit in hits] == [contents[0]]
     again = await reconcile(db, vectors, repair=True)  # the index once is enough
@@ -514,7 +523,7 @@ async def test_a_qdrant_collection_from_before_lexical_retrieval_gets_its_index_
     async def lexical_hits(registry: VectorRegistry, dimension: int) -> list[str]:
         query = [1.0] + [0.0] * (dimension - 1)
         hits = await registry.get("qdrant").search(
-            name, query, limit=3, properties=["content"], text="vacation days", mode="lexical"
+            Search(name=name, vector=query, limit=3, properties=["content"], text="vacation days", mode="lexical")
         )
         return [hit.payload["content"] for hit in hits]
 

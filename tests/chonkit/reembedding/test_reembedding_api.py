@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from chonkit.embedding.worker import EmbeddingWorker
+from common.vectors import Search
 from common.vectors.registry import VectorRegistry
 from tests.chonkit.conftest import drain
 from tests.chonkit.reembedding.conftest import OLD, SAME_DIMENSION, WIDER, embedded_collection, valid_identity
@@ -27,10 +28,12 @@ async def models_in(vectors: VectorRegistry, provider: str, name: str) -> set[tu
     store = vectors.get(provider)
     identity = valid_identity(await store.read_identity(name))
     hits = await store.search(
-        name,
-        [1.0] + [0.0] * 95 if identity["model"] == "hashed-words-96" else [0.0, 1.0] + [0.0] * 62,
-        limit=200,
-        properties=("model", "embeddingProvider", "content"),
+        Search(
+            name=name,
+            vector=[1.0] + [0.0] * 95 if identity["model"] == "hashed-words-96" else [0.0, 1.0] + [0.0] * 62,
+            limit=200,
+            properties=("model", "embeddingProvider", "content"),
+        )
     )
     return {(h.payload["embeddingProvider"], h.payload["model"]) for h in hits}
 

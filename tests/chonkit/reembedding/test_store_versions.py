@@ -16,6 +16,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from common.errors import Conflict, NotFound
+from common.vectors import Search
 from common.vectors.base import VectorRecord, VectorStore
 from common.vectors.qdrant import QdrantStore
 from common.vectors.registry import VectorRegistry
@@ -75,13 +76,22 @@ async def test_a_version_is_unseen_until_the_swap_which_replaces_the_collection_
     assert [i.name for i in await store.list_identities()].count(name) == 1
     for mode in ("dense", "lexical", "hybrid"):
         hits = await store.search(
-            name, [0, 1, 1, 0], limit=5, properties=["model", "content"], text="fishing rules", mode=mode
+            Search(
+                name=name,
+                vector=[0, 1, 1, 0],
+                limit=5,
+                properties=["model", "content"],
+                text="fishing rules",
+                mode=mode,
+            )
         )
         assert {h.payload["model"] for h in hits} == {"new"}, mode
         assert hits[0].payload["content"] == "trout fishing rules", mode
     # Written after the swap, the lexical index follows (pgvector: the triggers find the renamed tables).
     await store.upsert(name, [record(4, [1, 0, 0, 1], "salmon ladders", "new")])
-    [hit] = await store.search(name, [1, 0, 0, 1], limit=1, properties=["content"], text="salmon", mode="lexical")
+    [hit] = await store.search(
+        Search(name=name, vector=[1, 0, 0, 1], limit=1, properties=["content"], text="salmon", mode="lexical")
+    )
     assert hit.payload["content"] == "salmon ladders"
     assert await store.count(name) == 3
 
@@ -126,7 +136,7 @@ async def test_qdrant_local_mode_keeps_the_alias_across_restarts(tmp_path: Path)
     second = QdrantStore(AsyncQdrantClient(path=str(tmp_path)))
     try:
         assert await second.list_identities() == [new]
-        [hit] = await second.search("Kept", [1, 0, 0, 0], limit=1, properties=["model"])
+        [hit] = await second.search(Search(name="Kept", vector=[1, 0, 0, 0], limit=1, properties=["model"]))
         assert hit.payload == {"model": "new"}
     finally:
         await second.aclose()

@@ -15,7 +15,7 @@ import pytest
 from common.db import migrate as migrations
 from common.db.database import init_connection
 from common.db.embedded import ensure_database, with_database
-from common.vectors import lexical
+from common.vectors import Search, lexical
 from common.vectors.base import VectorRecord
 from common.vectors.pgvector import PgVectorStore
 
@@ -92,11 +92,15 @@ async def search_and_write(url: str) -> tuple[list[tuple[int, float]], list[int]
     pool = await asyncpg.create_pool(url, min_size=1, max_size=1, init=init_connection)
     try:
         store = PgVectorStore(pool)
-        hits = await store.search(NAME, [0.0, 1.0, 1.0], limit=5, properties=[], text="yeast protein", mode="lexical")
+        hits = await store.search(
+            Search(name=NAME, vector=[0.0, 1.0, 1.0], limit=5, properties=[], text="yeast protein", mode="lexical")
+        )
         await store.upsert(
             NAME, [VectorRecord(id=str(uuid.UUID(int=4)), vector=[0.0, 0.0, 1.0], payload={"content": "yeast"})]
         )
-        after = await store.search(NAME, [0.0, 1.0, 1.0], limit=5, properties=[], text="yeast", mode="lexical")
+        after = await store.search(
+            Search(name=NAME, vector=[0.0, 1.0, 1.0], limit=5, properties=[], text="yeast", mode="lexical")
+        )
         async with pool.acquire() as conn:
             stats = {
                 row["term"]: row["chunks"]

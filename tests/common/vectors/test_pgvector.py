@@ -120,7 +120,9 @@ async def test_two_pools_share_collections_like_two_processes(store: PgVectorSto
     assert await kappi.collection_exists(identity.name)
     assert identity in await kappi.list_identities()
     assert await kappi.count(identity.name) == 20
-    hits = await kappi.search(identity.name, random_records(1, seed=1)[0].vector, limit=1, properties=["content"])
+    hits = await kappi.search(
+        Search(name=identity.name, vector=random_records(1, seed=1)[0].vector, limit=1, properties=["content"])
+    )
     assert [(hit.id, hit.payload) for hit in hits] == [(str(uuid.UUID(int=1)), {"content": "chunk 0"})]
 
     await kappi.set_groups(identity.name, ["ops"])
@@ -163,7 +165,7 @@ async def test_an_id_repeated_in_one_upsert_keeps_its_last_record(store: PgVecto
     await store.upsert(identity.name, [first, second, again])
 
     assert await store.count(identity.name) == 2
-    hits = await store.search(identity.name, second.vector, limit=2, properties=["content"])
+    hits = await store.search(Search(name=identity.name, vector=second.vector, limit=2, properties=["content"]))
     assert [(hit.id, hit.payload["content"]) for hit in hits] == sorted([(first.id, "last"), (second.id, "chunk 1")])
 
 
@@ -190,7 +192,13 @@ async def test_a_selective_filter_still_fills_the_limit_with_the_exact_neighbour
         database_url, min_size=1, max_size=1, init=init_connection, server_settings=settings
     ) as pool:
         hits = await PgVectorStore(pool).search(
-            identity.name, query, limit=20, properties=[], where=SearchFilter(readable_by=frozenset({"hr"}))
+            Search(
+                name=identity.name,
+                vector=query,
+                limit=20,
+                properties=[],
+                where=SearchFilter(readable_by=frozenset({"hr"})),
+            )
         )
         async with pool.acquire() as conn:  # the same walk without the iterative scan comes up short
             await conn.execute("SET hnsw.iterative_scan = off")
@@ -229,7 +237,11 @@ async def test_search_many_sends_an_agents_lexical_and_hybrid_fan_out_as_one_sta
         for mode, text in (("hybrid", "chunk 7"), ("lexical", "chunk 12"), ("hybrid", "the of"))
     ]
     alone = [
-        await store.search(s.name, s.vector, limit=5, properties=s.properties, text=s.text, mode=s.mode, where=where)
+        await store.search(
+            Search(
+                name=s.name, vector=s.vector, limit=5, properties=s.properties, text=s.text, mode=s.mode, where=where
+            )
+        )
         for s in searches
     ]
     fetches: list[str] = []
@@ -358,7 +370,7 @@ async def test_vectors_of_the_wrong_dimension_are_refused(store: PgVectorStore) 
     with pytest.raises(InvalidInput) as upsert_error:
         await store.upsert(identity.name, [short])
     with pytest.raises(InvalidInput) as search_error:
-        await store.search(identity.name, [1.0, 0.0], limit=3, properties=[])
+        await store.search(Search(name=identity.name, vector=[1.0, 0.0], limit=3, properties=[]))
 
     assert upsert_error.value.code == search_error.value.code == "vector_store_rejected"
     assert await store.count(identity.name) == 0
@@ -408,11 +420,15 @@ async def test_a_collection_another_application_wrote_answers_dense_hybrid_and_a
     vectors = await foreign_pgvector_collection(pool, identity, contents, dimension=DIM)
     name, query = identity.name, vectors[1]
 
-    dense = await store.search(name, query, limit=3, properties=["content"])
+    dense = await store.search(Search(name=name, vector=query, limit=3, properties=["content"]))
     with caplog.at_level("WARNING", logger="common.vectors.pgvector"):
-        hybrid = await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="hybrid")
+        hybrid = await store.search(
+            Search(name=name, vector=query, limit=3, properties=["content"], text="vacation", mode="hybrid")
+        )
     with pytest.raises(Unavailable) as lexical:
-        await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="lexical")
+        await store.search(
+            Search(name=name, vector=query, limit=3, properties=["content"], text="vacation", mode="lexical")
+        )
 
     assert len(dense) == 3
     assert [h.id for h in hybrid] == [h.id for h in dense]  # the dense leg's order
@@ -421,9 +437,13 @@ async def test_a_collection_another_application_wrote_answers_dense_hybrid_and_a
 
     assert await store.upgrade_lexical(name) == 3
     assert await store.upgrade_lexical(name) == 0  # has it now
-    found = await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="lexical")
+    found = await store.search(
+        Search(name=name, vector=query, limit=3, properties=["content"], text="vacation", mode="lexical")
+    )
     assert [h.payload["content"] for h in found] == [contents[0]]
-    fused = await store.search(name, query, limit=3, properties=["content"], text="vacation", mode="hybrid")
+    fused = await store.search(
+        Search(name=name, vector=query, limit=3, properties=["content"], text="vacation", mode="hybrid")
+    )
     assert [h.payload["content"] for h in fused if h.legs is not None and h.legs.lexical_rank is not None] == [
         contents[0]
     ]

@@ -23,6 +23,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient, models
 
 from common.errors import Conflict, InvalidInput, NotFound, Unavailable
+from common.vectors import Search
 from common.vectors.base import IDENTITY_ID, SearchFilter, VectorRecord, identity_vector
 from common.vectors.qdrant import LENGTH_FIELD, LEXICAL_VECTOR, UPSERT_BATCH, QdrantStore
 from schemas.models import Identity
@@ -139,7 +140,9 @@ async def test_path_mode_keeps_everything_across_client_restarts(tmp_path: Path)
     try:
         assert await second.list_identities() == [identity]
         assert await second.document_ids("Handbook") == {"doc-1": 1, "doc-2": 1}
-        [hit] = await second.search("Handbook", [0.0, 1.0, 0.0, 0.0], limit=1, properties=["document_id"])
+        [hit] = await second.search(
+            Search(name="Handbook", vector=[0.0, 1.0, 0.0, 0.0], limit=1, properties=["document_id"])
+        )
         assert (hit.id, hit.payload) == (chunk_id(2), {"document_id": "doc-2"})
     finally:
         await second.aclose()
@@ -185,7 +188,7 @@ async def test_equal_scores_come_back_by_id_ascending_even_across_the_limit(stor
     same = [0.0, 1.0, 0.0, 0.0]
     await store.upsert("Handbook", [chunk(n, same) for n in (9, 3, 7, 5, 1)] + [chunk(20, [0.0, 0.0, 1.0, 0.0])])
 
-    hits = await store.search("Handbook", same, limit=3, properties=[])
+    hits = await store.search(Search(name="Handbook", vector=same, limit=3, properties=[]))
 
     assert [hit.id for hit in hits] == [chunk_id(1), chunk_id(3), chunk_id(5)]
     assert [hit.score for hit in hits] == [1.0, 1.0, 1.0]
@@ -198,7 +201,9 @@ async def test_max_distance_keeps_a_hit_exactly_on_the_boundary(store: QdrantSto
     await store.upsert("Handbook", [chunk(1, [1.0, 0.0, 0.0, 0.0]), chunk(2, [0.0, 1.0, 0.0, 0.0])])
 
     async def ids(max_distance: float) -> list[str]:
-        hits = await store.search("Handbook", [1.0, 0.0, 0.0, 0.0], limit=5, properties=[], max_distance=max_distance)
+        hits = await store.search(
+            Search(name="Handbook", vector=[1.0, 0.0, 0.0, 0.0], limit=5, properties=[], max_distance=max_distance)
+        )
         return [hit.id for hit in hits]
 
     assert await ids(1.0) == [chunk_id(1), chunk_id(2)]
@@ -210,7 +215,9 @@ async def test_the_identity_never_matches_even_a_query_equal_to_its_vector(store
     await store.create_collection(make_identity(groups=["hr"]), DIM)
     await store.upsert("Handbook", [chunk(1, [0.0, 1.0, 0.0, 0.0])])
 
-    hits = await store.search("Handbook", identity_vector(DIM), limit=5, properties=["name", "content"])
+    hits = await store.search(
+        Search(name="Handbook", vector=identity_vector(DIM), limit=5, properties=["name", "content"])
+    )
     assert [(hit.id, hit.payload) for hit in hits] == [(chunk_id(1), {"content": "chunk 1"})]
 
 
@@ -228,7 +235,10 @@ async def test_readable_by_and_document_filters_combine(store: QdrantStore) -> N
     )
 
     async def ids(where: SearchFilter) -> list[str]:
-        return [hit.id for hit in await store.search("Handbook", v, limit=10, properties=[], where=where)]
+        return [
+            hit.id
+            for hit in await store.search(Search(name="Handbook", vector=v, limit=10, properties=[], where=where))
+        ]
 
     assert await ids(SearchFilter(readable_by=frozenset({"ops"}))) == [chunk_id(1), chunk_id(3)]
     assert await ids(SearchFilter(readable_by=frozenset())) == [chunk_id(1)]
@@ -261,7 +271,7 @@ async def test_unknown_collections_are_not_found_in_local_mode(store: QdrantStor
     calls: list[Callable[[], Awaitable[object]]] = [
         lambda: store.count("Missing"),
         lambda: store.document_ids("Missing"),
-        lambda: store.search("Missing", [1.0, 0.0, 0.0, 0.0], limit=1, properties=[]),
+        lambda: store.search(Search(name="Missing", vector=[1.0, 0.0, 0.0, 0.0], limit=1, properties=[])),
         lambda: store.upsert("Missing", [chunk(1, [1.0, 0.0, 0.0, 0.0])]),
         lambda: store.delete_document("Missing", "doc-1"),
         lambda: store.set_groups("Missing", ["hr"]),
@@ -278,7 +288,7 @@ async def test_unknown_collections_are_not_found_in_local_mode(store: QdrantStor
 async def test_a_wrong_vector_dimension_is_invalid_input(store: QdrantStore) -> None:
     await store.create_collection(make_identity(), DIM)
     with pytest.raises(InvalidInput) as raised:
-        await store.search("Handbook", [1.0, 0.0], limit=1, properties=[])
+        await store.search(Search(name="Handbook", vector=[1.0, 0.0], limit=1, properties=[]))
     assert raised.value.code == "vector_store_rejected"
 
 
@@ -363,7 +373,7 @@ async def test_server_errors_through_a_standin_speaking_qdrant_rest(
         store = QdrantStore(AsyncQdrantClient(url=url, timeout=2, check_compatibility=False))
         try:
             with pytest.raises(expected) as raised:
-                await store.search("Handbook", [1.0, 0.0], limit=1, properties=["content"])
+                await store.search(Search(name="Handbook", vector=[1.0, 0.0], limit=1, properties=["content"]))
             assert getattr(raised.value, "code", None) == code
         finally:
             await store.aclose()

@@ -21,7 +21,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient, models
 
 from common.errors import Unavailable
-from common.vectors import lexical
+from common.vectors import Search, lexical
 from common.vectors.base import IDENTITY_ID, SearchFilter, VectorRecord, identity_vector
 from common.vectors.qdrant import LENGTH_FIELD, LEXICAL_VECTOR, QdrantStore, search_filter
 from schemas.models import Identity
@@ -187,7 +187,9 @@ async def test_a_chunk_without_content_gets_an_empty_sparse_vector_and_counts_in
     [stored] = await client.retrieve("Handbook", ids=[chunk_id(9)], with_vectors=[LEXICAL_VECTOR])
     assert isinstance(stored.vector, dict)
     assert stored.vector[LEXICAL_VECTOR] == models.SparseVector(indices=[], values=[])
-    hits = await store.search("Handbook", VECTORS[1], limit=5, properties=[], text="markets", mode="lexical")
+    hits = await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=5, properties=[], text="markets", mode="lexical")
+    )
     # N = 4 chunks (the identity is not one), df("market") = 1; chunk 3 was weighted with its batch's mean
     idf = math.log(1 + (4 - 1 + 0.5) / (1 + 0.5))  # BM25's (Lucene's) IDF, which Qdrant's modifier applies
     assert [hit.id for hit in hits] == [chunk_id(3)]
@@ -208,7 +210,9 @@ async def test_lexical_scores_are_bm25_of_the_shared_analyser_with_qdrants_idf(s
     await filled(store)
     query = "cats in the markets, markets"
 
-    hits = await store.search("Handbook", VECTORS[1], limit=10, properties=["content"], text=query, mode="lexical")
+    hits = await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=10, properties=["content"], text=query, mode="lexical")
+    )
 
     expected = bm25(query, [TEXTS[n] for n in (1, 2, 3, 4)])
     ranked = sorted(range(4), key=lambda i: (-expected[i], chunk_id(i + 1)))
@@ -224,7 +228,9 @@ async def test_a_lexical_hit_carries_the_cosine_distance_of_its_stored_vector(st
     await filled(store)
     query_vector = [0.0, 0.0, 2.0, 0.0]  # unnormalised on purpose; chunk 3's direction
 
-    hits = await store.search("Handbook", query_vector, limit=10, properties=[], text="markets", mode="lexical")
+    hits = await store.search(
+        Search(name="Handbook", vector=query_vector, limit=10, properties=[], text="markets", mode="lexical")
+    )
 
     distances = {hit.id: hit.distance for hit in hits}
     assert distances == {chunk_id(3): pytest.approx(0.0, abs=1e-6), chunk_id(4): pytest.approx(1.0, abs=1e-6)}
@@ -237,7 +243,9 @@ async def test_hybrid_sends_both_legs_in_one_batch_with_the_same_filter(
     where = SearchFilter(readable_by=frozenset({"hr"}), tags=frozenset({"policy"}))
     client.batches.clear()
 
-    await store.search("Handbook", VECTORS[1], limit=3, properties=[], text="cat", mode="hybrid", where=where)
+    await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[], text="cat", mode="hybrid", where=where)
+    )
 
     [batch] = client.batches
     assert [request.using for request in batch] == [None, LEXICAL_VECTOR]
@@ -252,10 +260,14 @@ async def test_the_access_filter_holds_in_each_leg(store: QdrantStore) -> None:
     sales = SearchFilter(readable_by=frozenset({"sales"}))
 
     for mode in ("lexical", "hybrid"):
-        hits = await store.search("Handbook", VECTORS[1], limit=10, properties=[], text="cat", mode=mode, where=sales)
+        hits = await store.search(
+            Search(name="Handbook", vector=VECTORS[1], limit=10, properties=[], text="cat", mode=mode, where=sales)
+        )
         assert chunk_id(1) not in {hit.id for hit in hits}
         assert chunk_id(2) not in {hit.id for hit in hits}
-    hybrid = await store.search("Handbook", VECTORS[1], limit=10, properties=[], text="cat", mode="hybrid", where=sales)
+    hybrid = await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=10, properties=[], text="cat", mode="hybrid", where=sales)
+    )
     assert {hit.id: hit.legs.lexical_rank if hit.legs else -1 for hit in hybrid} == {
         chunk_id(4): 1,  # "cats": the only readable chunk with the term, first in its leg despite chunk 2
         chunk_id(3): None,
@@ -269,16 +281,21 @@ async def test_tags_and_labels_filter_every_mode(store: QdrantStore) -> None:
 
     for mode in ("dense", "lexical", "hybrid"):
         tagged = SearchFilter(tags=frozenset({"policy", "other"}))
-        hits = await store.search("Handbook", VECTORS[2], limit=10, properties=[], text="cat", mode=mode, where=tagged)
+        hits = await store.search(
+            Search(name="Handbook", vector=VECTORS[2], limit=10, properties=[], text="cat", mode=mode, where=tagged)
+        )
         assert [hit.id for hit in hits] == [chunk_id(1)], mode
         labelled = SearchFilter(labels=frozenset({"internal"}))
         hits = await store.search(
-            "Handbook", VECTORS[1], limit=10, properties=[], text="cat", mode=mode, where=labelled
+            Search(name="Handbook", vector=VECTORS[1], limit=10, properties=[], text="cat", mode=mode, where=labelled)
         )
         assert [hit.id for hit in hits] == [chunk_id(2)], mode
         none = SearchFilter(tags=frozenset())
         assert (
-            await store.search("Handbook", VECTORS[1], limit=10, properties=[], text="cat", mode=mode, where=none) == []
+            await store.search(
+                Search(name="Handbook", vector=VECTORS[1], limit=10, properties=[], text="cat", mode=mode, where=none)
+            )
+            == []
         )
 
 
@@ -291,7 +308,9 @@ async def test_ties_in_the_lexical_leg_are_broken_by_id_across_its_depth(store: 
     ]
     await store.upsert("Handbook", same)
 
-    hits = await store.search("Handbook", VECTORS[1], limit=3, properties=[], text="cat", mode="lexical")
+    hits = await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[], text="cat", mode="lexical")
+    )
 
     assert [hit.id for hit in hits] == [chunk_id(1), chunk_id(3), chunk_id(5)]
 
@@ -302,8 +321,15 @@ async def test_text_without_an_indexable_term_finds_nothing_lexically_and_the_de
     await filled(store)
     client.batches.clear()
 
-    assert await store.search("Handbook", VECTORS[1], limit=3, properties=[], text="the of, a!", mode="lexical") == []
-    hybrid = await store.search("Handbook", VECTORS[1], limit=3, properties=[], text="the of, a!", mode="hybrid")
+    assert (
+        await store.search(
+            Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[], text="the of, a!", mode="lexical")
+        )
+        == []
+    )
+    hybrid = await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[], text="the of, a!", mode="hybrid")
+    )
 
     assert [hit.id for hit in hybrid] == [chunk_id(1), chunk_id(2), chunk_id(3)]  # 3 and 4 tie: by id
     assert all(hit.legs is not None and hit.legs.lexical_rank is None for hit in hybrid)
@@ -339,17 +365,21 @@ async def test_before_its_upgrade_an_old_collection_answers_hybrid_densely_and_r
     store: QdrantStore, client: RecordingClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     await create_as_before_the_lexical_leg(client, (1, 2, 3, 4))
-    dense = await store.search("Handbook", VECTORS[1], limit=3, properties=[])
+    dense = await store.search(Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[]))
 
     with caplog.at_level(logging.WARNING, logger="common.vectors.qdrant"):
         for _ in range(2):
-            hybrid = await store.search("Handbook", VECTORS[1], limit=3, properties=[], text="cat", mode="hybrid")
+            hybrid = await store.search(
+                Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[], text="cat", mode="hybrid")
+            )
             assert [hit.id for hit in hybrid] == [hit.id for hit in dense]
             assert all(hit.legs is not None and hit.legs.lexical_rank is None for hit in hybrid)
     [logged] = [r for r in caplog.records if "no lexical index" in r.getMessage()]  # once per collection
     assert "Handbook" in logged.getMessage()
     with pytest.raises(Unavailable) as raised:
-        await store.search("Handbook", VECTORS[1], limit=3, properties=[], text="cat", mode="lexical")
+        await store.search(
+            Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[], text="cat", mode="lexical")
+        )
     assert raised.value.code == "lexical_index_missing"
 
 
@@ -365,8 +395,12 @@ async def test_upgrading_an_old_collection_gives_the_same_lexical_answers_as_a_n
     try:
         await filled(fresh)
         for query in ("cat", "markets markets cat", "garden dog"):
-            upgraded = await store.search("Handbook", VECTORS[1], limit=4, properties=[], text=query, mode="hybrid")
-            new = await fresh.search("Handbook", VECTORS[1], limit=4, properties=[], text=query, mode="hybrid")
+            upgraded = await store.search(
+                Search(name="Handbook", vector=VECTORS[1], limit=4, properties=[], text=query, mode="hybrid")
+            )
+            new = await fresh.search(
+                Search(name="Handbook", vector=VECTORS[1], limit=4, properties=[], text=query, mode="hybrid")
+            )
             assert [(h.id, h.legs) for h in upgraded] == [(h.id, h.legs) for h in new]
     finally:
         await fresh.aclose()
@@ -384,7 +418,9 @@ async def test_the_first_write_to_an_old_collection_upgrades_it(store: QdrantSto
 
     await store.upsert("Handbook", [chunk(3), chunk(4)])
 
-    hits = await store.search("Handbook", VECTORS[1], limit=5, properties=[], text="cat markets", mode="lexical")
+    hits = await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=5, properties=[], text="cat markets", mode="lexical")
+    )
     assert {hit.id for hit in hits} == {chunk_id(1), chunk_id(2), chunk_id(4), chunk_id(3)}
 
 
@@ -399,7 +435,9 @@ async def test_an_upgrade_fills_only_chunks_still_without_the_lexical_vector(
     )
 
     assert await store.upgrade_lexical("Handbook") == 1
-    hits = await store.search("Handbook", VECTORS[1], limit=5, properties=[], text="markets", mode="lexical")
+    hits = await store.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=5, properties=[], text="markets", mode="lexical")
+    )
     assert [hit.id for hit in hits] == [chunk_id(3)]
 
 
@@ -408,12 +446,16 @@ async def test_an_upgrade_persists_in_path_mode(tmp_path: Path) -> None:
     await create_as_before_the_lexical_leg(client, (1, 2, 3, 4))
     first = QdrantStore(client)
     await first.upgrade_lexical("Handbook")
-    expected = await first.search("Handbook", VECTORS[1], limit=4, properties=[], text="cat", mode="lexical")
+    expected = await first.search(
+        Search(name="Handbook", vector=VECTORS[1], limit=4, properties=[], text="cat", mode="lexical")
+    )
     await first.aclose()
 
     second = QdrantStore(AsyncQdrantClient(path=str(tmp_path)))
     try:
-        hits = await second.search("Handbook", VECTORS[1], limit=4, properties=[], text="cat", mode="lexical")
+        hits = await second.search(
+            Search(name="Handbook", vector=VECTORS[1], limit=4, properties=[], text="cat", mode="lexical")
+        )
         assert [(h.id, h.score) for h in hits] == [(h.id, h.score) for h in expected]
         assert len(hits) == 3
     finally:

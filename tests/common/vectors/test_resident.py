@@ -102,7 +102,7 @@ async def until_resident(store: ResidentVectors, name: str, query: np.ndarray) -
     deadline = time.monotonic() + 20
     while name not in store.status.in_memory():
         assert time.monotonic() < deadline, f"{name} was never copied"
-        await store.search(name, query, limit=1, properties=())
+        await store.search(Search(name=name, vector=query, limit=1, properties=()))
         await asyncio.sleep(0.02)
 
 
@@ -128,8 +128,10 @@ async def test_the_copy_answers_like_postgres(resident: ResidentVectors, writer:
     where = SearchFilter(readable_by=frozenset({"staff", "other"}))
     recall_ours, recall_sql = [], []
     for query in queries:
-        ours = await resident.search(identity.name, query, limit=8, properties=PROPERTIES, where=where)
-        sql = await writer.search(identity.name, query, limit=8, properties=PROPERTIES, where=where)
+        ours = await resident.search(
+            Search(name=identity.name, vector=query, limit=8, properties=PROPERTIES, where=where)
+        )
+        sql = await writer.search(Search(name=identity.name, vector=query, limit=8, properties=PROPERTIES, where=where))
         truth = set(exact_ids(vectors, query, 8))
         recall_ours.append(len(truth & {h.id for h in ours}) / 8)
         recall_sql.append(len(truth & {h.id for h in sql}) / 8)
@@ -155,13 +157,17 @@ async def test_limit_max_distance_and_properties_follow_the_sql_rules(
     identity, vectors = await collection(writer, 200, seed=3)
     query = vectors[17] + 0.01
     await until_resident(resident, identity.name, query)
-    sql = await writer.search(identity.name, query, limit=5, properties=("content",), max_distance=0.5)
-    ours = await resident.search(identity.name, query, limit=5, properties=("content",), max_distance=0.5)
+    sql = await writer.search(
+        Search(name=identity.name, vector=query, limit=5, properties=("content",), max_distance=0.5)
+    )
+    ours = await resident.search(
+        Search(name=identity.name, vector=query, limit=5, properties=("content",), max_distance=0.5)
+    )
     assert [h.id for h in ours] == [h.id for h in sql]
     assert all(h.distance <= 0.5 for h in ours)
     assert ours[0].id == str(uuid.UUID(int=18))
     assert all(set(h.payload) == {"content"} for h in ours)
-    assert await resident.search(identity.name, query, limit=0, properties=()) == []
+    assert await resident.search(Search(name=identity.name, vector=query, limit=0, properties=())) == []
     many = await resident.search_many(
         [Search(name=identity.name, vector=v, limit=3, properties=("chunk_index",)) for v in vectors[:4]]
     )
@@ -177,8 +183,8 @@ async def test_copies_leave_the_garbage_collectors_walks(resident: ResidentVecto
     gc.collect()
     assert not any(gc.is_tracked(payload) for payload in copy.payloads)
     assert len({id(groups) for groups in copy.groups}) == 1  # one shared frozenset for the whole collection
-    ours = await resident.search(identity.name, vectors[0], limit=3, properties=PROPERTIES)
-    sql = await writer.search(identity.name, vectors[0], limit=3, properties=PROPERTIES)
+    ours = await resident.search(Search(name=identity.name, vector=vectors[0], limit=3, properties=PROPERTIES))
+    sql = await writer.search(Search(name=identity.name, vector=vectors[0], limit=3, properties=PROPERTIES))
     assert [h.payload for h in ours] == [h.payload for h in sql]
     assert ours[0].payload["groups"] == ["a", "b"]
 
@@ -215,7 +221,9 @@ async def test_concurrent_searches_are_batched_and_answer_as_alone(
     assert max(rows_per_call) == len(queries) // 2  # one call per (index, limit), not one per question
     for n, results in enumerate(together):
         alone = [
-            await resident.search(s.name, s.vector, limit=s.limit, properties=s.properties, where=readable)
+            await resident.search(
+                Search(name=s.name, vector=s.vector, limit=s.limit, properties=s.properties, where=readable)
+            )
             for s in question(n)
         ]
         assert results == alone
@@ -241,7 +249,7 @@ async def test_a_batched_search_whose_copy_is_dropped_goes_to_postgres(
     assert resident._pending is not None
     resident._changed(identity.name)  # a change notice arrives in between
     assert identity.name not in resident.status.in_memory()
-    sql = await writer.search(identity.name, vectors[3], limit=5, properties=("chunk_index",))
+    sql = await writer.search(Search(name=identity.name, vector=vectors[3], limit=5, properties=("chunk_index",)))
     assert await queued == [sql]
 
 
@@ -252,9 +260,26 @@ async def test_groups_filter_holds_in_memory(resident: ResidentVectors, writer: 
     nobody = SearchFilter(readable_by=frozenset())
     member = SearchFilter(readable_by=frozenset({"sales", "research"}))
     for vector in vectors[:20]:
-        assert await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=outsider) == []
-        assert await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=nobody) == []
-        assert len(await resident.search(identity.name, vector, limit=5, properties=PROPERTIES, where=member)) == 5
+        assert (
+            await resident.search(
+                Search(name=identity.name, vector=vector, limit=5, properties=PROPERTIES, where=outsider)
+            )
+            == []
+        )
+        assert (
+            await resident.search(
+                Search(name=identity.name, vector=vector, limit=5, properties=PROPERTIES, where=nobody)
+            )
+            == []
+        )
+        assert (
+            len(
+                await resident.search(
+                    Search(name=identity.name, vector=vector, limit=5, properties=PROPERTIES, where=member)
+                )
+            )
+            == 5
+        )
     assert identity.name in resident.status.in_memory()
 
 
@@ -272,8 +297,12 @@ async def test_mixed_groups_fall_back_to_postgres_and_never_leak(
     await until_resident(resident, identity.name, vectors[0])
     only_a = SearchFilter(readable_by=frozenset({"a"}))
     for vector in vectors[:30]:
-        ours = await resident.search(identity.name, vector, limit=6, properties=PROPERTIES, where=only_a)
-        sql = await writer.search(identity.name, vector, limit=6, properties=PROPERTIES, where=only_a)
+        ours = await resident.search(
+            Search(name=identity.name, vector=vector, limit=6, properties=PROPERTIES, where=only_a)
+        )
+        sql = await writer.search(
+            Search(name=identity.name, vector=vector, limit=6, properties=PROPERTIES, where=only_a)
+        )
         assert len(ours) == 6
         assert all(h.payload["groups"] == ["a"] for h in ours)
         assert [h.id for h in ours] == [h.id for h in sql]
@@ -318,10 +347,16 @@ async def test_a_search_the_copy_declines_reaches_postgres_once(
         assert (plans, statements) == ([identity.name], ["search"])
         plans.clear()
         statements.clear()
-        alone = await resident.search(identity.name, vectors[3], limit=4, properties=PROPERTIES, where=where)
+        alone = await resident.search(
+            Search(name=identity.name, vector=vectors[3], limit=4, properties=PROPERTIES, where=where)
+        )
         assert (plans, statements) == ([identity.name], ["search"])
         assert (
-            hits == alone == await writer.search(identity.name, vectors[3], limit=4, properties=PROPERTIES, where=where)
+            hits
+            == alone
+            == await writer.search(
+                Search(name=identity.name, vector=vectors[3], limit=4, properties=PROPERTIES, where=where)
+            )
         )
     assert identity.name in resident.status.in_memory()  # the copy was there, and declined
 
@@ -351,9 +386,9 @@ async def test_tag_label_lexical_and_hybrid_searches_answer_as_postgres_does(
     legs_asked: list[str] = []
     search = PgVectorStore.search
 
-    async def recorded(store: PgVectorStore, *args: Any, **kwargs: Any) -> list[SearchHit]:
-        legs_asked.append(kwargs.get("mode", "dense"))
-        return await search(store, *args, **kwargs)
+    async def recorded(store: PgVectorStore, asked: Search) -> list[SearchHit]:
+        legs_asked.append(asked.mode)
+        return await search(store, asked)
 
     monkeypatch.setattr(PgVectorStore, "search", recorded)
     searches = [
@@ -366,9 +401,11 @@ async def test_tag_label_lexical_and_hybrid_searches_answer_as_postgres_does(
     ]
     for asked in searches:
         for query in vectors[:5]:
-            sql = await writer.search(identity.name, query, limit=6, properties=PROPERTIES, **asked)  # type: ignore[arg-type]
+            sql = await writer.search(Search(name=identity.name, vector=query, limit=6, properties=PROPERTIES, **asked))  # type: ignore[arg-type]
             legs_asked.clear()
-            ours = await resident.search(identity.name, query, limit=6, properties=PROPERTIES, **asked)  # type: ignore[arg-type]
+            ours = await resident.search(
+                Search(name=identity.name, vector=query, limit=6, properties=PROPERTIES, **asked)
+            )  # type: ignore[arg-type]
             hybrid_in_memory = asked.get("mode") == "hybrid" and "where" not in asked
             assert legs_asked == (["lexical"] if hybrid_in_memory else [asked.get("mode", "dense")]), asked
             assert alike(ours, sql), asked
@@ -393,17 +430,26 @@ async def test_writes_from_another_process_take_the_copy_out_of_service(
     delay = await until_not_resident(resident, identity.name)
     assert delay < 1.0
     for vector in vectors[:10]:
-        assert await resident.search(identity.name, vector, limit=5, properties=(), where=member) == []
+        assert (
+            await resident.search(Search(name=identity.name, vector=vector, limit=5, properties=(), where=member)) == []
+        )
 
     await until_resident(resident, identity.name, vectors[0])  # copied again, with the new groups
-    assert await resident.search(identity.name, vectors[0], limit=5, properties=(), where=member) == []
+    assert (
+        await resident.search(Search(name=identity.name, vector=vectors[0], limit=5, properties=(), where=member)) == []
+    )
     board = SearchFilter(readable_by=frozenset({"board"}))
-    assert len(await resident.search(identity.name, vectors[0], limit=5, properties=(), where=board)) == 5
+    assert (
+        len(await resident.search(Search(name=identity.name, vector=vectors[0], limit=5, properties=(), where=board)))
+        == 5
+    )
 
     new = np.random.default_rng(99).standard_normal((1, DIM)).astype(np.float32)
     await writer.upsert(identity.name, records(new, groups=["board"], first=10_000))
     await until_not_resident(resident, identity.name)
-    hits = await resident.search(identity.name, new[0], limit=1, properties=("chunk_index",), where=board)
+    hits = await resident.search(
+        Search(name=identity.name, vector=new[0], limit=1, properties=("chunk_index",), where=board)
+    )
     assert hits[0].payload["chunk_index"] == 10_000
 
     await until_resident(resident, identity.name, vectors[0])
@@ -411,7 +457,9 @@ async def test_writes_from_another_process_take_the_copy_out_of_service(
     await until_not_resident(resident, identity.name)
     await until_resident(resident, identity.name, vectors[0])
     for vector in vectors[:20]:
-        hits = await resident.search(identity.name, vector, limit=10, properties=("document_id",), where=board)
+        hits = await resident.search(
+            Search(name=identity.name, vector=vector, limit=10, properties=("document_id",), where=board)
+        )
         assert all(h.payload["document_id"] != "doc-3" for h in hits)
 
     await writer.drop_collection(identity.name)
@@ -424,7 +472,9 @@ async def test_own_writes_are_seen_by_the_next_search(resident: ResidentVectors,
     await resident.set_groups(identity.name, ["x"])
     assert identity.name not in resident.status.in_memory()  # no waiting for the notice
     nobody = SearchFilter(readable_by=frozenset({"y"}))
-    assert await resident.search(identity.name, vectors[0], limit=3, properties=(), where=nobody) == []
+    assert (
+        await resident.search(Search(name=identity.name, vector=vectors[0], limit=3, properties=(), where=nobody)) == []
+    )
 
 
 async def test_a_document_update_by_anyone_is_seen_by_the_next_search(
@@ -436,11 +486,11 @@ async def test_a_document_update_by_anyone_is_seen_by_the_next_search(
 
     await resident.update_document(identity.name, "doc-1", document_name="own.pdf", tags=[], label=None)
     assert identity.name not in resident.status.in_memory()  # no waiting for the notice
-    [own] = await resident.search(identity.name, vectors[1], limit=1, properties=asked)
+    [own] = await resident.search(Search(name=identity.name, vector=vectors[1], limit=1, properties=asked))
     await until_resident(resident, identity.name, vectors[1])
     await writer.update_document(identity.name, "doc-1", document_name="theirs.pdf", tags=[], label=None)
     await until_not_resident(resident, identity.name)
-    [theirs] = await resident.search(identity.name, vectors[1], limit=1, properties=asked)
+    [theirs] = await resident.search(Search(name=identity.name, vector=vectors[1], limit=1, properties=asked))
 
     assert own.payload == {"document_id": "doc-1", "document_name": "own.pdf"}
     assert theirs.payload == {"document_id": "doc-1", "document_name": "theirs.pdf"}
@@ -484,7 +534,10 @@ async def test_losing_the_listener_stops_memory_search_until_it_is_back(
     await until_not_resident(resident, identity.name)
     assert not resident.status.listening.is_set() or resident.status.in_memory() == {}
     member = SearchFilter(readable_by=frozenset({"g"}))
-    assert len(await resident.search(identity.name, vectors[0], limit=3, properties=(), where=member)) == 3  # SQL
+    assert (
+        len(await resident.search(Search(name=identity.name, vector=vectors[0], limit=3, properties=(), where=member)))
+        == 3
+    )  # SQL
     await asyncio.wait_for(resident.status.listening.wait(), 15)
     await until_resident(resident, identity.name, vectors[0])
 
@@ -498,7 +551,9 @@ async def test_what_is_not_copied(resident: ResidentVectors, writer: PgVectorSto
     try:
         await asyncio.wait_for(small.status.listening.wait(), 10)
         for _ in range(20):
-            hits = await small.search(identity.name, vectors[5], limit=1, properties=("chunk_index",))
+            hits = await small.search(
+                Search(name=identity.name, vector=vectors[5], limit=1, properties=("chunk_index",))
+            )
             assert hits[0].payload["chunk_index"] == 5
             await asyncio.sleep(0.02)
         assert small.status.in_memory() == {}
@@ -508,9 +563,9 @@ async def test_what_is_not_copied(resident: ResidentVectors, writer: PgVectorSto
 
     async with writer.pool.acquire() as conn:
         await conn.execute(f'DROP TRIGGER ragu_collection_changed ON vectors."{identity.name}"')
-    await resident.search(identity.name, vectors[5], limit=1, properties=())
+    await resident.search(Search(name=identity.name, vector=vectors[5], limit=1, properties=()))
     await asyncio.sleep(0.3)
-    hits = await resident.search(identity.name, vectors[5], limit=1, properties=("chunk_index",))
+    hits = await resident.search(Search(name=identity.name, vector=vectors[5], limit=1, properties=("chunk_index",)))
     assert hits[0].payload["chunk_index"] == 5
     assert identity.name not in resident.status.in_memory()
 
@@ -565,7 +620,9 @@ async def test_notices_that_never_arrive_mean_nothing_is_searched_in_memory(
     deaf.start()
     try:
         for _ in range(15):
-            hits = await deaf.search(identity.name, vectors[3], limit=1, properties=("chunk_index",))
+            hits = await deaf.search(
+                Search(name=identity.name, vector=vectors[3], limit=1, properties=("chunk_index",))
+            )
             assert hits[0].payload["chunk_index"] == 3
             await asyncio.sleep(0.05)
         assert not deaf.status.listening.is_set()
@@ -586,7 +643,9 @@ async def test_a_collection_written_faster_than_it_rebuilds_stays_in_postgres(
     await writer.upsert(identity.name, records(vectors[:1], groups=None))
     await until_not_resident(resident, identity.name)
     for _ in range(10):
-        hits = await resident.search(identity.name, vectors[7], limit=1, properties=("chunk_index",))
+        hits = await resident.search(
+            Search(name=identity.name, vector=vectors[7], limit=1, properties=("chunk_index",))
+        )
         assert hits[0].payload["chunk_index"] == 7  # from PostgreSQL
         await asyncio.sleep(0.03)
     assert identity.name not in resident.status.in_memory()

@@ -24,7 +24,7 @@ from weaviate.proto.v1 import base_pb2, base_search_pb2, properties_pb2, search_
 from weaviate.util import _ServerVersion
 
 from common.errors import InvalidInput, Unavailable
-from common.vectors import lexical
+from common.vectors import Search, lexical
 from common.vectors.base import (
     CHUNK_EXTRAS,
     FILTERABLE,
@@ -371,9 +371,12 @@ async def test_the_store_refuses_bad_input_before_any_request(unconnected_store:
 async def test_searches_that_cannot_match_need_no_request(unconnected_store: WeaviateStore) -> None:
     store = unconnected_store
 
-    assert await store.search("Handbook", [1.0, 0.0], limit=0, properties=["content"]) == []
+    assert await store.search(Search(name="Handbook", vector=[1.0, 0.0], limit=0, properties=["content"])) == []
     nothing = SearchFilter(document_ids=frozenset())
-    assert await store.search("Handbook", [1.0, 0.0], limit=5, properties=["content"], where=nothing) == []
+    assert (
+        await store.search(Search(name="Handbook", vector=[1.0, 0.0], limit=5, properties=["content"], where=nothing))
+        == []
+    )
     await store.upsert("Handbook", [])
     await store.delete_ids("Handbook", [])
 
@@ -389,7 +392,7 @@ async def test_a_name_that_breaks_the_rule_is_invalid_before_any_request(
     assert await store.read_identity(name) is None
     await store.drop_collection(name)
     for call in (
-        store.search(name, [1.0, 0.0], limit=3, properties=["content"]),
+        store.search(Search(name=name, vector=[1.0, 0.0], limit=3, properties=["content"])),
         store.count(name),
         store.document_ids(name),
         store.upsert(name, [record]),
@@ -585,14 +588,16 @@ async def test_a_hybrid_search_is_one_native_ranked_hybrid_query_through_a_grpc_
     where = SearchFilter(readable_by=frozenset({"hr"}))
 
     hits = await store.search(
-        "Handbook",
-        [1.0, 0.0],
-        limit=5,
-        properties=["content", "nope"],
-        where=where,
-        text="solar panels",
-        mode="hybrid",
-        dense_weight=0.25,
+        Search(
+            name="Handbook",
+            vector=[1.0, 0.0],
+            limit=5,
+            properties=["content", "nope"],
+            where=where,
+            text="solar panels",
+            mode="hybrid",
+            dense_weight=0.25,
+        )
     )
 
     [request] = requests
@@ -624,8 +629,15 @@ async def test_hybrid_text_without_an_indexable_term_is_the_dense_order_through_
 ) -> None:
     store, requests = grpc_standin_store
 
-    assert await store.search("Handbook", [1.0, 0.0], limit=5, properties=[], text="the of!", mode="lexical") == []
-    await store.search("Handbook", [1.0, 0.0], limit=5, properties=[], text="the of!", mode="hybrid")
+    assert (
+        await store.search(
+            Search(name="Handbook", vector=[1.0, 0.0], limit=5, properties=[], text="the of!", mode="lexical")
+        )
+        == []
+    )
+    await store.search(
+        Search(name="Handbook", vector=[1.0, 0.0], limit=5, properties=[], text="the of!", mode="hybrid")
+    )
 
     [request] = requests  # the lexical search asked nothing
     assert request.HasField("near_vector")
