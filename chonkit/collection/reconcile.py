@@ -25,7 +25,7 @@ from chonkit.jobs.repository import JobRepository
 from common.db import Database
 from common.db.database import Connection
 from common.errors import AppError
-from common.vectors.base import VectorStore
+from common.vectors.base import ChunkCounter, VectorStore
 from common.vectors.registry import VectorRegistry
 from schemas.models import Identity
 
@@ -95,13 +95,13 @@ async def _foreign(vectors: VectorRegistry, provider: str, known: set[str], *, r
         drift.append(
             Drift(kind="foreign_collection", provider=provider, collection=identity.name, detail=detail, repaired=False)
         )
-        drift.extend(await _foreign_misgrouped(vectors.get(provider), identity))
+        drift.extend(await _foreign_misgrouped(vectors.get(provider), provider, identity))
         if repair:
             drift.extend(await _upgrade_lexical(vectors, provider, identity.name))
     return drift
 
 
-async def _foreign_misgrouped(store: VectorStore, identity: Identity) -> list[Drift]:
+async def _foreign_misgrouped(store: ChunkCounter, provider: str, identity: Identity) -> list[Drift]:
     """Reported, not repaired: the collection is another application's to fix."""
     try:
         misgrouped = await store.count_misgrouped(identity.name, identity.groups or [])
@@ -111,11 +111,7 @@ async def _foreign_misgrouped(store: VectorStore, identity: Identity) -> list[Dr
     if not misgrouped:
         return []
     detail = _misgrouped_detail(misgrouped)
-    return [
-        Drift(
-            kind="chunks_misgrouped", provider=store.provider, collection=identity.name, detail=detail, repaired=False
-        )
-    ]
+    return [Drift(kind="chunks_misgrouped", provider=provider, collection=identity.name, detail=detail, repaired=False)]
 
 
 async def _check(conn: Connection, vectors: VectorRegistry, collection: Collection, *, repair: bool) -> list[Drift]:

@@ -227,10 +227,9 @@ SearchResult: TypeAlias = list[SearchHit] | AppError
 """A search's hits, or the error that search alone met (a collection dropped meanwhile, say)."""
 
 
-class VectorStore(Protocol):
-    """One provider's adapter. Collection names follow one rule in every store (:data:`records.NAME_RULE`): a
-    name that breaks it is never looked up — ``collection_exists`` answers False, ``read_identity`` None,
-    ``drop_collection`` nothing, and every other method ``InvalidInput("invalid_collection_name")``."""
+class CollectionAdmin(Protocol):
+    """Collections and their identity records: chonkit's collection service and reconcile, kappi's identity
+    reader."""
 
     @property
     def provider(self) -> str:
@@ -259,6 +258,23 @@ class VectorStore(Protocol):
         (the schema requires at least one item when present). The identity is written first."""
         ...
 
+    async def list_identities(self) -> list[Identity]:
+        """Identities of every collection in this store that carries a *valid* Ragu identity record;
+        collections without one (not ours) are skipped and never modified."""
+        ...
+
+    async def drop_collection(self, name: str) -> None:
+        """Delete the collection and everything in it (idempotent)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the store's clients (a pool handed in stays the caller's)."""
+        ...
+
+
+class ChunkWriter(Protocol):
+    """Chunks in and out: the ingest pipeline, document removals and metadata changes."""
+
     async def upsert(self, name: str, records: Sequence[VectorRecord]) -> None:
         """Insert or overwrite chunk records by id. Callers batch (a few hundred records per call);
         adapters may split further to respect their API limits."""
@@ -275,15 +291,13 @@ class VectorStore(Protocol):
         and the identity stay as they are), so filters and citations follow the document's metadata."""
         ...
 
-    async def upgrade_lexical(self, name: str) -> int:
-        """Give a collection made before lexical retrieval its lexical index (idempotent, resumable); returns how
-        many chunks it indexed (0 when the collection had it: every collection created since has). Until then
-        its hybrid searches answer from the dense leg alone."""
-        ...
-
     async def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         """Remove chunks by id (idempotent; the identity id is refused with ``InvalidInput``)."""
         ...
+
+
+class ChunkCounter(Protocol):
+    """What reconciliation compares with chonkit's database."""
 
     async def count(self, name: str, *, document_id: str | None = None) -> int:
         """Chunks in the collection (or of one document); never counts the identity."""
@@ -299,6 +313,10 @@ class VectorStore(Protocol):
         halfway. Such a chunk is readable by nobody or by the wrong groups (for reconciliation)."""
         ...
 
+
+class Searcher(Protocol):
+    """Retrieval: kappi's questions and the search test bench."""
+
     async def search(self, search: Search) -> list[SearchHit]:
         """Top-``limit`` chunks in ``mode`` (module docstring; dense: by cosine distance, closest first), ties
         broken by id ascending; only hits with ``distance <= max_distance`` when given; never the identity
@@ -310,9 +328,19 @@ class VectorStore(Protocol):
         :meth:`search` would answer it, in order; an error of one search is its result, not the call's."""
         ...
 
-    async def drop_collection(self, name: str) -> None:
-        """Delete the collection and everything in it (idempotent)."""
+
+class LexicalIndexer(Protocol):
+    """The lexical index hybrid and keyword searches need, for a collection made without it."""
+
+    async def upgrade_lexical(self, name: str) -> int:
+        """Give a collection made before lexical retrieval its lexical index (idempotent, resumable); returns how
+        many chunks it indexed (0 when the collection had it: every collection created since has). Until then
+        its hybrid searches answer from the dense leg alone."""
         ...
+
+
+class Versioner(Protocol):
+    """A collection's next version beside it, swapped in when complete (a change of embedding model)."""
 
     async def create_version(self, identity: Identity, dimension: int, version: str) -> None:
         """Create a new version of collection ``identity.name`` beside it, stored as ``version`` (a name no
@@ -329,11 +357,10 @@ class VectorStore(Protocol):
         Callers make it idempotent by the identity: once ``name``'s identity is the version's, it has happened."""
         ...
 
-    async def list_identities(self) -> list[Identity]:
-        """Identities of every collection in this store that carries a *valid* Ragu identity record;
-        collections without one (not ours) are skipped and never modified."""
-        ...
 
-    async def aclose(self) -> None:
-        """Release the store's clients (a pool handed in stays the caller's)."""
-        ...
+class VectorStore(CollectionAdmin, ChunkWriter, ChunkCounter, Searcher, LexicalIndexer, Versioner, Protocol):
+    """One provider's adapter, with every capability; a caller that needs one asks for that one.
+
+    Collection names follow one rule in every store (:data:`records.NAME_RULE`): a name that breaks it is never
+    looked up — ``collection_exists`` answers False, ``read_identity`` None, ``drop_collection`` nothing, and every
+    other method ``InvalidInput("invalid_collection_name")``."""

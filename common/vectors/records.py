@@ -20,10 +20,10 @@ from common.vectors.base import (
     RETRIEVAL_MODES,
     ChunkPayload,
     Search,
+    Searcher,
     SearchFilter,
     SearchResult,
     Vector,
-    VectorStore,
 )
 from schemas import SchemaViolation, ecma, validate
 from schemas.models import NAME_PATTERN, Identity, parse_identity
@@ -197,7 +197,7 @@ def chunk_content(payload: ChunkPayload | dict[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-async def search_each(store: VectorStore, searches: Sequence[Search]) -> list[SearchResult]:
+async def search_each(store: Searcher, searches: Sequence[Search]) -> list[SearchResult]:
     """:meth:`VectorStore.search_many` as concurrent single searches, for adapters without a batched query."""
     results = await asyncio.gather(*(store.search(s) for s in searches), return_exceptions=True)
     answered: list[SearchResult] = []
