@@ -20,7 +20,7 @@ from common.vectors import lexical
 from common.vectors.base import RETRIEVAL_MODES, Legs, RetrievalMode, Search, SearchFilter, SearchHit, VectorRecord
 from schemas.models import Identity
 from tests.contracts.conftest import Harness
-from tests.contracts.test_vector_store_contract import DIM, DOC_A, DOC_B, chunk, cid, new_collection
+from tests.contracts.shared import DIM, DOC_A, DOC_B, chunk, cid, new_collection
 
 RRF_K = 60
 QUERY_TEXT = "solar panel efficiency"
