@@ -30,6 +30,7 @@ from scim2_models import (
     Reference,
     ResourceType,
     SCIMException,
+    ScimPolicy,
     ScimProvider,
     ServiceProviderConfig,
     Sort,
@@ -60,6 +61,14 @@ Send = Callable[[Message], Awaitable[None]]
 
 PROVIDER: Final = ScimProvider(
     models=[User, EnterpriseUser, Group],
+    # Identity providers depart from RFC 7644 in known ways, which scim2-models can accept: Entra ID removes a group
+    # member with a value rather than a path filter, and adds through a filter matching nothing; attributes no
+    # schema here declares (an IdP's custom extension) are dropped rather than failing its whole push.
+    policy=ScimPolicy(
+        unknown=ScimPolicy.Unknown.ignore,
+        remove_value_as_filter=ScimPolicy.RemoveValue.apply,
+        unmatched_path_filter=ScimPolicy.UnmatchedPathFilter.create,
+    ),
     resource_types=[ResourceType.from_resource(DirectoryUser), ResourceType.from_resource(Group)],
     config=ServiceProviderConfig(
         documentation_uri=Reference[External]("https://github.com/ragu/ragu/blob/main/docs/directory.md"),

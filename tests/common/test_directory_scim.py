@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from scim2_models import Error, Group, SearchRequest, ServiceProviderConfig
 
@@ -134,3 +135,46 @@ async def test_without_a_directory_the_endpoint_is_not_there(
         response = await client.get("/scim/v2/Users", headers={"Authorization": f"Bearer {SCIM_TOKEN}"})
     assert response.status_code == 404
     assert response.headers["ragu-error-code"] == "scim_not_configured"
+
+
+PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+ENTRA_AND_OKTA = {
+    "entra: remove a member by value": {"op": "Remove", "path": "members", "value": [{"value": "{alice}"}]},
+    "okta: remove a member by filter": {"op": "remove", "path": 'members[value eq "{alice}"]'},
+}
+
+
+@pytest.mark.parametrize("operation", ENTRA_AND_OKTA)
+async def test_the_membership_patches_identity_providers_send_take_effect(served: Any, operation: str) -> None:
+    """The raw bodies as Entra ID and Okta send them (Entra's departs from RFC 7644; the policy accepts it)."""
+    app, client, _ = served
+    scim = scim_client(app)
+    alice, bob = await scim.create(user("alice")), await scim.create(user("bob"))
+    hr = await scim.create(group("hr", alice.id, bob.id))
+    body = msgspec.json.decode(msgspec.json.encode(ENTRA_AND_OKTA[operation]).replace(b"{alice}", alice.id.encode()))
+    headers = {"Authorization": f"Bearer {SCIM_TOKEN}", "Content-Type": "application/scim+json"}
+    payload = {"schemas": [PATCH_OP], "Operations": [body]}
+    response = await client.patch(f"/scim/v2/Groups/{hr.id}", json=payload, headers=headers)
+    assert response.status_code in (200, 204), response.text
+    assert [m.value for m in (await scim.query(Group, hr.id)).members] == [bob.id]
+
+
+@pytest.mark.parametrize("value", [False, "False", {"active": False}])
+async def test_a_deactivation_as_identity_providers_send_it_refuses_the_user(served: Any, value: Any) -> None:
+    """Okta sends ``active: false`` (sometimes with no path), Entra ID the string ``"False"``."""
+    app, client, settings = served
+    scim = scim_client(app)
+    carl = await scim.create(user("carl"))
+    token = {"Authorization": f"Bearer {mint_dev_token(settings, subject='carl')}"}
+    assert (await client.get("/agents", headers=token)).status_code == 200
+    operation = (
+        {"op": "replace", "value": value}
+        if isinstance(value, dict)
+        else {"op": "Replace", "path": "active", "value": value}
+    )
+    headers = {"Authorization": f"Bearer {SCIM_TOKEN}", "Content-Type": "application/scim+json"}
+    payload = {"schemas": [PATCH_OP], "Operations": [operation]}
+    response = await client.patch(f"/scim/v2/Users/{carl.id}", json=payload, headers=headers)
+    assert response.status_code in (200, 204), response.text
+    refused = await client.get("/agents", headers=token)
+    assert (refused.status_code, refused.json()["code"]) == (403, "user_deactivated")
