@@ -8,6 +8,7 @@ removal past that moment. docs/directory.md states the rule in full.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import re
@@ -16,7 +17,7 @@ from typing import Final
 import msgspec
 
 from common.config import Settings
-from common.db import Database
+from common.db import Database, PoolDatabase
 from common.errors import Forbidden, InvalidInput, Unavailable
 
 MIN_SCIM_TOKEN_LENGTH: Final = 32
@@ -67,8 +68,9 @@ def is_scim_token(scim_token: str | None, bearer: str) -> bool:
 class Directory:
     """The membership rule over the directory tables; one per :class:`~common.auth.Authenticator`.
 
-    Each service binds its database when it starts (:meth:`bind`); until one is bound, every lookup fails closed
-    with 503 ``directory_unavailable`` rather than fall back to the token's groups.
+    Each service binds its database when it starts (:meth:`bind`). A process that binds none (the console's own
+    authenticator) opens a small pool of its own on ``database_url`` at its first lookup; with neither, every lookup
+    fails closed with 503 ``directory_unavailable`` rather than fall back to the token's groups.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -79,6 +81,9 @@ class Directory:
         self._query = _BY_USER_NAME if settings.directory_user_attribute == "userName" else _BY_EXTERNAL_ID
         self._attribute = settings.directory_user_attribute
         self._databases: list[Database] = []
+        self._database_url = settings.database_url
+        self._own: Database | None = None
+        self._opening = asyncio.Lock()
 
     def bind(self, database: Database) -> None:
         """Read membership through ``database`` (the first bound, while it is)."""
@@ -88,6 +93,16 @@ class Directory:
         if database in self._databases:
             self._databases.remove(database)
 
+    async def _database(self) -> Database:
+        if self._databases:
+            return self._databases[0]
+        if self._database_url is None:
+            raise Unavailable("the directory cannot be read: no database", code="directory_unavailable")
+        async with self._opening:
+            if self._own is None:
+                self._own = await PoolDatabase.connect(self._database_url, min_size=0, max_size=2)
+        return self._own
+
     async def membership(self, user: str) -> Membership:
         """The directory's current word on ``user`` (the token's claim value).
 
@@ -96,9 +111,7 @@ class Directory:
                 (``active`` false), ``directory_user_ambiguous`` (two users share the ``externalId``).
             Unavailable: ``directory_unavailable`` when no database is bound.
         """
-        if not self._databases:
-            raise Unavailable("the directory cannot be read yet", code="directory_unavailable")
-        async with self._databases[0].transaction() as conn:
+        async with (await self._database()).transaction() as conn:
             rows = await conn.fetch(self._query, user)
         if not rows:
             raise Forbidden(

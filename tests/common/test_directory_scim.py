@@ -16,7 +16,9 @@ from common.auth import mint_dev_token
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import SingleConnectionDatabase
+from common.directory.membership import Directory
 from common.directory.storage import DirectoryUser
+from common.errors import Forbidden, Unavailable
 from kappi.app import create_app as create_kappi
 from tests.conftest import AppClient
 from tests.support.directory import SCIM_TOKEN, group, hs256_token, remove_member, scim_client, user, with_directory
@@ -178,3 +180,19 @@ async def test_a_deactivation_as_identity_providers_send_it_refuses_the_user(ser
     assert response.status_code in (200, 204), response.text
     refused = await client.get("/agents", headers=token)
     assert (refused.status_code, refused.json()["code"]) == (403, "user_deactivated")
+
+
+async def test_an_authenticator_no_service_binds_reads_the_directory_on_its_own(settings: Settings) -> None:
+    """The console's authenticator binds no database: the directory opens its own pool on ``database_url`` (this
+    test's database, where no user is provisioned: the refusal shows it read it), and fails closed without one."""
+    directory = Directory(with_directory(settings))
+    try:
+        with pytest.raises(Forbidden) as refused:
+            await directory.membership("nobody-provisioned")
+        assert refused.value.code == "user_not_in_directory"
+    finally:
+        await (await directory._database()).aclose()
+    without_database = Directory(with_directory(settings, database_url=None))
+    with pytest.raises(Unavailable) as unavailable:
+        await without_database.membership("anyone")
+    assert unavailable.value.code == "directory_unavailable"
