@@ -61,7 +61,14 @@ SLOW_CALLS = frozenset({"create_subprocess_exec", "create_subprocess_shell"})
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The fast tier (``-m "not slow"``) runs what starts no server subprocess, browser or model; the real
-    PostgreSQL is fine. Decided by the two rules above, never by a list of tests."""
+    PostgreSQL is fine. Decided by the two rules above, never by a list of tests.
+
+    Then the longest modules run first: those that start processes, then those with another slow test, then the
+    rest. Under ``-n`` (``--dist=loadfile --no-loadscope-reorder``) a worker takes the next module when it is done,
+    so the many short modules come last and even out the two workers' ends. In xdist's default order (most tests
+    first) one-test modules that run a server for a minute or two came last, and one worker ran them while the
+    other idled."""
+    slow_modules: set[Path] = set()
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = callspec.params.values() if callspec else ()
@@ -71,6 +78,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or _starts_something(item.path)
         ):
             item.add_marker(pytest.mark.slow)
+            slow_modules.add(item.path)
+    # stable: a module's tests keep their order
+    items.sort(key=lambda item: 0 if _starts_something(item.path) else 1 if item.path in slow_modules else 2)
 
 
 @functools.cache
