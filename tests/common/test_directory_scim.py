@@ -196,3 +196,27 @@ async def test_an_authenticator_no_service_binds_reads_the_directory_on_its_own(
     with pytest.raises(Unavailable) as unavailable:
         await without_database.membership("anyone")
     assert unavailable.value.code == "directory_unavailable"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/scim/v2/Users", b"[" * 100_000, 400),  # nested past the JSON decoder's recursion limit
+        ("POST", "/scim/v2/Users", b"{not json", 400),
+        ("POST", "/scim/v2/Users", b'{"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"]}', 400),
+        ("GET", "/scim/v2/Users?filter=" + "(" * 5000 + 'userName eq "a"' + ")" * 5000, b"", 200),  # read, no match
+        ("GET", "/scim/v2/Users?filter=userName%20zz%20%22a%22", b"", 400),
+        ("GET", "/scim/v2/Users/not-a-uuid", b"", 404),
+        ("POST", "/scim/v2/Users", b"x" * (2 * 1024 * 1024), 413),
+    ],
+    ids=["deep-json", "bad-json", "no-username", "deep-filter", "bad-operator", "bad-id", "huge-body"],
+)
+async def test_hostile_scim_requests_are_scim_errors_never_a_500(
+    served: Any, method: str, path: str, body: bytes, status: int
+) -> None:
+    _, client, _ = served
+    headers = {"Authorization": f"Bearer {SCIM_TOKEN}", "Content-Type": "application/scim+json"}
+    response = await client.request(method, path, content=body, headers=headers)
+    assert response.status_code == status, response.text[:300]
+    if status >= 400:
+        assert Error.model_validate(response.json()).status == status
