@@ -201,7 +201,7 @@ def measure(
     documents = chunk_corpus(load_corpus(data), sizes.documents)
     vectors = embedded_chunks(documents)
     with tempfile.TemporaryDirectory(prefix="ragu-kappi-bench-") as folder:
-        server = EmbeddedPostgres(Path(folder))
+        server = EmbeddedPostgres(Path(folder) / "pg")  # ragu refuses a data dir inside a database
         try:
             admin_url = server.start()
             asyncio.run(ensure_database(admin_url, "ragu_bench"))

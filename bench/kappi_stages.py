@@ -145,7 +145,7 @@ def _child(rounds: int, data: Path | None) -> dict[str, Any]:
     documents = kb.chunk_corpus(load_corpus(data), sizes.documents)
     vectors = kb.embedded_chunks(documents)
     with tempfile.TemporaryDirectory(prefix="ragu-kappi-stages-") as folder:
-        server = EmbeddedPostgres(Path(folder))
+        server = EmbeddedPostgres(Path(folder) / "pg")  # ragu refuses a data dir inside a database
         try:
             admin_url = server.start()
             asyncio.run(ensure_database(admin_url, "ragu_bench"))
