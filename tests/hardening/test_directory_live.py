@@ -41,7 +41,7 @@ from common.directory.scim import PROVIDER
 from common.directory.storage import DirectoryUser
 from tests.hardening.live_stack import served
 from tests.kappi.channel_world import ChannelWorld, _populate
-from tests.support.directory import SCIM_TOKEN, add_member, deactivate, group, remove_member, user
+from tests.support.directory import SCIM_TOKEN, add_member, deactivate, group, hs256_token, remove_member, user
 
 SECRET = "live-directory-hs256-secret-0123456789abcdef"
 QUESTION = "How many vacation days do employees get?"
@@ -280,3 +280,32 @@ async def test_scim2_tester_finds_the_endpoint_compliant(live: Live) -> None:
     assert {"discovery", "crud:create", "crud:read", "crud:update", "crud:delete", "misc"} <= tags
     assert {"patch:add", "patch:remove", "patch:replace"} <= tags
     assert {result.resource_type for result in results} >= {"User", "Group"}
+
+
+async def test_the_scim_credential_is_refused_as_a_users_token_on_every_channel_and_the_reverse(live: Live) -> None:
+    """The attack pair: the identity provider's credential presented as a user's bearer, and a user's (an
+    admin's, a forged or an expired one) presented to SCIM."""
+    scim_bearer = {"Authorization": f"Bearer {SCIM_TOKEN}", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=live.server.base_url, headers=scim_bearer, timeout=60) as client:
+        for method, path, body in (
+            ("GET", "/kappi/agents", None),
+            ("POST", f"/kappi/agents/{live.agent_id}/query", {"content": QUESTION}),
+            ("GET", "/kappi/chats", None),
+            ("GET", "/chonkit/collections", None),
+            ("POST", "/kappi/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ):
+            response = await client.request(method, path, json=body)
+            assert (response.status_code, response.json()["code"]) == (401, "scim_credential_not_user_token"), path
+    async with AsyncOpenAI(base_url=f"{live.server.base_url}/kappi/v1", api_key=SCIM_TOKEN, max_retries=0) as sdk:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            await sdk.models.list()
+    assert refused.value.code == "scim_credential_not_user_token"
+    users = {
+        "admin": live.token("admin", admin=True),
+        "forged": hs256_token("not-the-servers-secret", roles=["admin"]),
+        "expired": hs256_token(SECRET, lifetime=-3600, roles=["admin"]),
+    }
+    for name, token in users.items():
+        async with httpx.AsyncClient(base_url=live.server.base_url, timeout=60) as client:
+            response = await client.get("/kappi/scim/v2/Users", headers={"Authorization": f"Bearer {token}"})
+        assert (response.status_code, response.headers.get("ragu-error-code")) == (401, "scim_credential_invalid"), name
