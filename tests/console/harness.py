@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from tests.hardening.live_stack import seed_postgres
 from tests.support.llm_standins import OpenAIStandin
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -52,6 +53,7 @@ def running_platform(port: int, **settings: str) -> Iterator[str]:
     """
     workdir = Path(tempfile.mkdtemp(prefix="ragu-console-"))
     workdir.chmod(0o755)
+    seed_postgres(workdir / "data" / "postgres")  # a copy of a migrated cluster: no initdb at each start
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_") and k != "DATABASE_URL"}
     # No embedded LLM unless a test asks: what the tests expect must not depend on whether one is installed.
     env.update(RAGU_DATA_DIR=str(workdir / "data"), RAGU_PORT=str(port), RAGU_LOCAL_LLM_MODEL="none")
