@@ -51,6 +51,7 @@ from kappi.chat.grounding import DECLINE, UNSUPPORTED_ONLY
 from kappi.llm.extractive import NOTHING_MATCHES
 from kappi.llm.local_models import installed_models
 from ragu.local_llm import PROMPT_CACHE_MIB
+from tests.hardening.live_stack import seed_postgres
 
 DURATION_SECONDS = 35.0
 USERS = 6
@@ -295,8 +296,11 @@ async def test_sse_events_follow_the_html_parsing_rules() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaguServer]:
-    """A ``ragu serve`` process for the regression tests of defects the soak found."""
-    with RaguServer(tmp_path_factory.mktemp("ragu")) as running:
+    """A ``ragu serve`` process for the regression tests of defects the soak found (its database a copy of a
+    migrated one: no initdb)."""
+    folder = tmp_path_factory.mktemp("ragu")
+    seed_postgres(folder / "data" / "postgres")
+    with RaguServer(folder) as running:
         yield running
 
 
