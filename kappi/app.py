@@ -21,7 +21,7 @@ from common.config import Settings
 from common.db import Database
 from common.directory.scim import ScimEndpoint, scim_mount
 from common.http.app import build_service_app
-from common.http.security import admin_only, authenticate_request
+from common.http.security import admin_only, authenticated
 from common.rerankers import RerankerRegistry, default_rerankers
 from common.vectors.pgvector import PgVectorStore
 from common.vectors.registry import VectorRegistry
@@ -112,8 +112,8 @@ def kappi_of(state: State) -> Kappi:
 
 def provide_chats(state: State, principal: NamedDependency[Principal]) -> ChatService:
     """Taking ``principal`` (unused) orders this after authentication: Litestar resolves dependencies of one
-    level concurrently in an anyio task group, which cost a stateless question 3.5 % of its CPU
-    (``bench/kappi_bench.py`` profile); one after the other they cost nothing."""
+    level concurrently in an anyio task group, which costs far more than the idiom is worth
+    (``bench/auth_wiring_bench.py``, "plain order"); one after the other they cost nothing."""
     del principal
     return kappi_of(state).chats
 
@@ -168,7 +168,7 @@ def create_app(
                 if owns_llms:  # its HTTP clients' connections (an OpenAI-compatible server's) end with the app
                     await llms.aclose()
 
-    users = Router("/", route_handlers=[AgentController, ChatController], before_request=authenticate_request)
+    users = Router("/", route_handlers=[AgentController, ChatController], guards=[authenticated])
     admins = Router("/", route_handlers=[AgentAdminController, LlmAdminController], guards=[admin_only])
     return build_service_app(
         service_name="kappi",

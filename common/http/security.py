@@ -1,8 +1,9 @@
-"""Litestar wiring for :mod:`common.auth`: router hooks and guards enforce, the ``principal`` dependency reads.
+"""Litestar wiring for :mod:`common.auth`: guards enforce, the ``principal`` dependency reads.
 
-Routers that need a user carry the :func:`authenticate_request` hook or the :func:`admin_only` guard, so
-a handler cannot forget authentication by leaving out a parameter; either caches the principal on the
-request and :func:`provide_principal` hands it to handlers that want it.
+Routers that need a user carry the :func:`authenticated` or the :func:`admin_only` guard, so a handler cannot
+forget authentication by leaving out a parameter (and guards add up: a guard set closer to a route cannot
+replace the router's); either caches the principal on the request and :func:`provide_principal` hands it to
+handlers that want it.
 """
 
 from __future__ import annotations
@@ -30,14 +31,10 @@ async def _principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Princ
     return principal
 
 
-async def authenticate_request(request: Request[Any, Any, Any]) -> None:
-    """Router ``before_request`` hook: any valid token (401 otherwise).
-
-    A hook, not a guard: Litestar copies the route handler for every guard call, 3 % of a kappi question's
-    CPU at c=16 (``bench/kappi_bench.py``). It runs before the request's parameters are read, as a guard
-    does; a hook set closer to a route would replace it, so tests check which hook every route resolves to.
-    """
-    await _principal_of(request)
+async def authenticated(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Guard: any valid token (401 otherwise). Its cost against a ``before_request`` hook:
+    ``bench/auth_wiring_bench.py``."""
+    await _principal_of(connection)
 
 
 async def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

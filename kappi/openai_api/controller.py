@@ -23,7 +23,7 @@ from litestar.types import ExceptionHandlersMap
 
 from common.auth import Principal
 from common.errors import AppError
-from common.http.security import authenticate_request
+from common.http.security import authenticated
 from kappi.chat.service import ChatService
 from kappi.openai_api import service
 from kappi.openai_api.models import Completion, CompletionRequest, ModelList
@@ -79,7 +79,7 @@ def openai_router() -> Router:
     return Router(
         "/v1",
         route_handlers=[OpenAIController],
-        before_request=authenticate_request,
+        guards=[authenticated],
         exception_handlers=EXCEPTION_HANDLERS,
     )
 

@@ -31,7 +31,7 @@ from common.db import SingleConnectionDatabase
 from common.errors import AppError, InvalidInput
 from common.http.app import AccessLog, build_service_app
 from common.http.problems import STANDARD_MEMBERS
-from common.http.security import admin_only, authenticate_request
+from common.http.security import admin_only, authenticated
 from kappi.app import create_app as create_kappi
 from kappi.llm.errors import status_error
 
@@ -299,7 +299,7 @@ def _guarded_app(settings: Settings, db: SingleConnectionDatabase) -> Litestar:
         settings=settings,
         database=db,
         route_handlers=[
-            Router("/", route_handlers=[whoami], before_request=authenticate_request),
+            Router("/", route_handlers=[whoami], guards=[authenticated]),
             Router("/", route_handlers=[admin_thing], guards=[admin_only]),
             boom,
             crash,
