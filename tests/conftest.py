@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -81,6 +82,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             slow_modules.add(item.path)
     # stable: a module's tests keep their order
     items.sort(key=lambda item: 0 if _starts_something(item.path) else 1 if item.path in slow_modules else 2)
+
+
+def pytest_unconfigure() -> None:
+    """The live servers' template database (``tests/hardening/live_stack.py``) goes with the session."""
+    if live_stack := sys.modules.get("tests.hardening.live_stack"):
+        live_stack.remove_template()
 
 
 @functools.cache

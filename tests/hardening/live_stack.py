@@ -71,7 +71,7 @@ def _template() -> Path:
     each of the suite's twenty-odd servers."""
     folder = Path(tempfile.mkdtemp(prefix="ragu-test-pg-template-"))
     folder.chmod(0o755)  # as root, PostgreSQL runs as its own user, which must reach its data (see served())
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # and remove_template(), at the session's end
     server = EmbeddedPostgres(folder)
     admin_url = server.start()
     try:
@@ -81,6 +81,14 @@ def _template() -> Path:
         server.stop()
     assert not (server.pgdata / "postmaster.pid").exists(), "the template's server did not stop"
     return server.pgdata
+
+
+def remove_template() -> None:
+    """Delete this process's template, if it made one (tests/conftest.py, when the session ends: an xdist worker
+    may end before its ``atexit`` handlers run)."""
+    if _template.cache_info().currsize:
+        shutil.rmtree(_template().parent, ignore_errors=True)
+        _template.cache_clear()
 
 
 def seed_postgres(pgdata: Path) -> None:
