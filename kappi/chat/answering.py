@@ -122,7 +122,7 @@ class Answerer:
         found = await self.retriever.retrieve(
             prepared.agent.collections, prepared.groups, searched, rerank=rerank_choice(prepared.config)
         )
-        kept = joined_neighbours(relevant(found.chunks, await self._models(found), question=searched))
+        kept = joined_neighbours(relevant(found.chunks, found.embedding_models, question=searched))
         # the question names what no passage holds: no model is asked to answer from them
         elsewhere = bool(kept) and await asyncio.to_thread(about_something_else, searched, _passages(kept))
         retrieval = msgspec.structs.replace(found, chunks=[] if elsewhere else kept)
@@ -185,16 +185,6 @@ class Answerer:
         checked = Grounder(passages, question, attribute=False)
         text = checked.feed("".join(pieces)) + checked.finish()
         return Preliminary(text=text, cited=checked.cited) if text.strip() and checked.cited else None
-
-    async def _models(self, retrieval: Retrieval) -> dict[tuple[str, str], str]:
-        """Each found collection's embedding model, from the identities retrieval just read (cached)."""
-        keys = sorted({(c.vector_provider, c.collection) for c in retrieval.chunks})
-        statuses = await self.retriever.identities.read_many(keys) if keys else []
-        return {
-            key: status.identity.model
-            for key, status in zip(keys, statuses, strict=True)
-            if status.identity is not None
-        }
 
     async def query(self, prepared: Prepared) -> QueryAnswer:
         """A stateless answer (nothing stored); errors are raised as they are."""

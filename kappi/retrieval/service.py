@@ -98,6 +98,9 @@ class Retrieval(msgspec.Struct, frozen=True, kw_only=True):
     reranked: bool | None = None
     """``None``: no reranker asked for; ``True``: the passages are in its order; ``False``: it was unavailable,
     so they are in retrieval's order."""
+    embedding_models: dict[tuple[str, str], str] = msgspec.field(default_factory=dict)
+    """Each searched collection's embedding model by (vector provider, collection name), from the identities this
+    retrieval decided on: what comes after (the relevance floor) needs no second read."""
 
 
 class RerankChoice(msgspec.Struct, frozen=True, kw_only=True):
@@ -235,6 +238,7 @@ class Retriever:
         retrieval = Retrieval(
             chunks=_dedupe(chunks),
             collections_searched=len(targets),
+            embedding_models={(t.assignment.vector_provider, t.assignment.name): t.identity.model for t in targets},
             embed_ms=round((embedded - started) * 1000, 3),
             search_ms=round((searched - embedded) * 1000, 3),
         )
