@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from litestar import Litestar, Router
 from litestar.datastructures import State
@@ -19,7 +20,7 @@ from common.auth import Authenticator, Principal
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import Database
-from common.directory.scim import ScimEndpoint, scim_mount
+from common.directory.mount import scim_mount
 from common.http.app import build_service_app
 from common.http.security import admin_only, authenticated
 from common.rerankers import RerankerRegistry, default_rerankers
@@ -38,6 +39,9 @@ from kappi.mcp_server import ROUTES as MCP_ROUTES
 from kappi.mcp_server import serve_mcp
 from kappi.openai_api.controller import openai_router
 from kappi.retrieval.service import QueryVectors, Retriever
+
+if TYPE_CHECKING:
+    from common.directory.scim import ScimEndpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,13 @@ def provide_agents(state: State) -> AgentService:
     return kappi_of(state).agents
 
 
+def scim_endpoint(token: str) -> ScimEndpoint:
+    """The SCIM endpoint, imported only where a directory is configured (its libraries are slow to import)."""
+    from common.directory.scim import ScimEndpoint
+
+    return ScimEndpoint(token)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -179,7 +190,7 @@ def create_app(
         database=database,
         authenticator=authenticator,
         lifespans=[compose, serve_mcp],  # serve_mcp reads what compose builds
-        state={"scim": ScimEndpoint(settings.scim_token)} if settings.scim_token else None,  # docs/directory.md
+        state={"scim": scim_endpoint(settings.scim_token)} if settings.scim_token else None,  # docs/directory.md
         dependencies={
             "chats": Provide(provide_chats, sync_to_thread=False),
             "agents": Provide(provide_agents, sync_to_thread=False),

@@ -11,12 +11,10 @@ clients, scim2-client among them); their stable code travels in the ``Ragu-Error
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any, Final
+from typing import Final
 from urllib.parse import parse_qsl
 
-from litestar import asgi
 from scim2_models import (
     AuthenticationScheme,
     Bulk,
@@ -44,20 +42,11 @@ from scim2_server.service import ScimService
 
 from common.db import Database
 from common.directory.membership import check_scim_token, is_scim_token
+from common.directory.mount import CODE_HEADER, ERROR_SCHEMA, SCIM_PATH, Receive, Scope, Send
 from common.directory.storage import DirectoryUser, PostgresStorage
 
-SCIM_PATH: Final = "/scim/v2"
-"""Where kappi mounts the endpoint: ``/kappi/scim/v2`` under ``ragu serve``."""
-CODE_HEADER: Final = "Ragu-Error-Code"
-"""The header carrying a SCIM error's stable code (``scim_credential_required``, ``scim_uniqueness``...)."""
 MAX_BODY_BYTES: Final = 1024 * 1024
 MAX_RESULTS: Final = 200
-_ERROR_SCHEMA: Final = "urn:ietf:params:scim:api:messages:2.0:Error"
-
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 PROVIDER: Final = ScimProvider(
     models=[User, EnterpriseUser, Group],
@@ -120,6 +109,11 @@ class ScimEndpoint(BaseApplication):
             _add_code(response, exception)
         return self.finalize_response(request, response)
 
+    async def handle(self, scope: Scope, receive: Receive, send: Send, database: Database) -> None:
+        """One ASGI request below the mount (:func:`common.directory.mount.scim_mount`)."""
+        read = await read_request(scope, receive)
+        await send_response(read if isinstance(read, ScimResponse) else await self.serve(read, database), send)
+
 
 def _unauthorized(request: ScimRequest) -> ScimResponse:
     sent = bool((request.header("Authorization") or "").strip())
@@ -129,7 +123,7 @@ def _unauthorized(request: ScimRequest) -> ScimResponse:
         if sent
         else "the SCIM endpoint requires 'Authorization: Bearer <RAGU_SCIM_TOKEN>'"
     )
-    body = {"schemas": [_ERROR_SCHEMA], "status": "401", "detail": detail}
+    body = {"schemas": [ERROR_SCHEMA], "status": "401", "detail": detail}
     headers = {"WWW-Authenticate": 'Bearer realm="ragu-scim"', CODE_HEADER: code}
     return ScimResponse(status=HTTPStatus.UNAUTHORIZED, body=body, headers=headers)
 
@@ -162,7 +156,7 @@ async def read_request(scope: Scope, receive: Receive) -> ScimRequest | ScimResp
         more = message.get("more_body", False)
         if len(body) > MAX_BODY_BYTES:
             detail = f"a SCIM request may carry at most {MAX_BODY_BYTES} bytes"
-            error = {"schemas": [_ERROR_SCHEMA], "status": "413", "detail": detail}
+            error = {"schemas": [ERROR_SCHEMA], "status": "413", "detail": detail}
             headers = {CODE_HEADER: "payload_too_large"}
             return ScimResponse(status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE, body=error, headers=headers)
     request.body = bytes(body)
@@ -174,21 +168,3 @@ async def send_response(response: ScimResponse, send: Send) -> None:
     headers = [(name.lower().encode(), value.encode()) for name, value in response.headers.items()]
     await send({"type": "http.response.start", "status": int(response.status), "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-@asgi(SCIM_PATH, is_mount=True, copy_scope=True, include_in_schema=False)
-async def scim_mount(scope: Scope, receive: Receive, send: Send) -> None:
-    """The SCIM endpoint in a Litestar service; 404 ``scim_not_configured`` without ``RAGU_SCIM_TOKEN``."""
-    state = scope["app"].state
-    endpoint: ScimEndpoint | None = state.get("scim")
-    read = await read_request(scope, receive)
-    if isinstance(read, ScimResponse):
-        await send_response(read, send)
-        return
-    if endpoint is None:
-        detail = "no directory is configured here (RAGU_SCIM_TOKEN is unset)"
-        body = {"schemas": [_ERROR_SCHEMA], "status": "404", "detail": detail}
-        headers = {CODE_HEADER: "scim_not_configured"}
-        await send_response(ScimResponse(status=HTTPStatus.NOT_FOUND, body=body, headers=headers), send)
-        return
-    await send_response(await endpoint.serve(read, state.db), send)

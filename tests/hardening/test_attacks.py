@@ -39,7 +39,7 @@ from common.auth import mint_dev_token
 from common.clients import SharedClients
 from common.config import Settings, load_settings
 from common.db import SingleConnectionDatabase
-from common.directory.scim import CODE_HEADER, SCIM_PATH
+from common.directory.mount import CODE_HEADER, SCIM_PATH
 from common.http.security import admin_only, authenticated
 from kappi.app import create_app as create_kappi
 from ragu.local_llm import LocalLlmServer
