@@ -127,6 +127,18 @@ def _members(group: Group) -> dict[uuid.UUID, str | None]:
     return members
 
 
+_INSERT: Final = {
+    "User": "INSERT INTO directory.users (id, user_name, external_id, active, resource) VALUES ($1, $2, $3, $4, $5)",
+    "Group": "INSERT INTO directory.groups (id, display_name, external_id, resource) VALUES ($1, $2, $3, $4)",
+}
+_UPDATE: Final = {
+    "User": "UPDATE directory.users SET user_name = $2, external_id = $3, active = $4, resource = $5, "
+    "version = version + 1, modified = now() WHERE id = $1",
+    "Group": "UPDATE directory.groups SET display_name = $2, external_id = $3, resource = $4, "
+    "version = version + 1, modified = now() WHERE id = $1",
+}
+
+
 class PostgresStorage(AsyncScimStorage):
     """The directory tables over one connection, inside the transaction of one SCIM request.
 
@@ -182,32 +194,7 @@ class PostgresStorage(AsyncScimStorage):
 
     async def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
         new_id = str(uuid.uuid4())
-        try:
-            if resource_type.name == "User":
-                user = cast(User[Any], resource)
-                await self._conn.execute(
-                    "INSERT INTO directory.users (id, user_name, external_id, active, resource) "
-                    "VALUES ($1, $2, $3, $4, $5)",
-                    uuid.UUID(new_id),
-                    user.user_name,
-                    user.external_id,
-                    user.active is not False,
-                    _stored_body(user),
-                )
-            else:
-                group = cast(Group, resource)
-                await self._conn.execute(
-                    "INSERT INTO directory.groups (id, display_name, external_id, resource) VALUES ($1, $2, $3, $4)",
-                    uuid.UUID(new_id),
-                    group.display_name,
-                    group.external_id,
-                    _stored_body(group),
-                )
-                await self._set_members(new_id, _members(group))
-        except asyncpg.UniqueViolationError:
-            raise UniquenessException(detail="a user with this userName exists") from None
-        except asyncpg.NotNullViolationError:
-            raise InvalidValueException(detail="userName and displayName are required") from None
+        await self._write(resource_type, resource, new_id, _INSERT)
         return await self.get(resource_type, new_id)
 
     async def update(
@@ -221,34 +208,32 @@ class PostgresStorage(AsyncScimStorage):
         stored = await self.get(resource_type, resource_id)
         if expected_version is not None and stored.meta is not None and stored.meta.version != expected_version:
             raise PreconditionFailedException
+        await self._write(resource_type, resource, resource_id, _UPDATE)
+        return await self.get(resource_type, resource_id)
+
+    async def _write(
+        self, resource_type: ResourceType, resource: Resource[Any], resource_id: str, statements: dict[str, str]
+    ) -> None:
+        """A user's or a group's row (and a group's members) by ``statements``' INSERT or UPDATE of that type."""
         try:
             if resource_type.name == "User":
                 user = cast(User[Any], resource)
-                await self._conn.execute(
-                    "UPDATE directory.users SET user_name = $2, external_id = $3, active = $4, resource = $5, "
-                    "version = version + 1, modified = now() WHERE id = $1",
-                    uuid.UUID(resource_id),
+                values: tuple[Any, ...] = (
                     user.user_name,
                     user.external_id,
                     user.active is not False,
                     _stored_body(user),
                 )
+                await self._conn.execute(statements["User"], uuid.UUID(resource_id), *values)
             else:
                 group = cast(Group, resource)
-                await self._conn.execute(
-                    "UPDATE directory.groups SET display_name = $2, external_id = $3, resource = $4, "
-                    "version = version + 1, modified = now() WHERE id = $1",
-                    uuid.UUID(resource_id),
-                    group.display_name,
-                    group.external_id,
-                    _stored_body(group),
-                )
+                values = (group.display_name, group.external_id, _stored_body(group))
+                await self._conn.execute(statements["Group"], uuid.UUID(resource_id), *values)
                 await self._set_members(resource_id, _members(group))
         except asyncpg.UniqueViolationError:
             raise UniquenessException(detail="a user with this userName exists") from None
         except asyncpg.NotNullViolationError:
             raise InvalidValueException(detail="userName and displayName are required") from None
-        return await self.get(resource_type, resource_id)
 
     async def delete(
         self,
