@@ -58,6 +58,8 @@ SLOW_IMPORTS = (
 embedder, OCR, the parse processes): a test module that imports any of it (or a name from it) is ``slow`` as a
 whole, as is one that calls ``asyncio.create_subprocess_exec``."""
 SLOW_CALLS = frozenset({"create_subprocess_exec", "create_subprocess_shell"})
+LATENCY_WATCH = "tests.hardening.health_watch"
+"""What times kappi's ``/health`` against a bar while an attack runs: a module that imports it runs last."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -68,7 +70,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rest. Under ``-n`` (``--dist=loadfile --no-loadscope-reorder``) a worker takes the next module when it is done,
     so the many short modules come last and even out the two workers' ends. In xdist's default order (most tests
     first) one-test modules that run a server for a minute or two came last, and one worker ran them while the
-    other idled."""
+    other idled. The modules that time kappi's health against a bar (:data:`LATENCY_WATCH`) run last of all: run
+    first, beside the other worker's server and model starts, the two cores were shared four ways and three of
+    them stalled past their bar (500-900 ms) in a CI run, though they pass beside the short modules."""
     slow_modules: set[Path] = set()
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -81,7 +85,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
             slow_modules.add(item.path)
     # stable: a module's tests keep their order
-    items.sort(key=lambda item: 0 if _starts_something(item.path) else 1 if item.path in slow_modules else 2)
+    items.sort(key=lambda item: _run_order(item.path, slow_modules))
+
+
+def _run_order(path: Path, slow_modules: set[Path]) -> int:
+    if _imports(path, (LATENCY_WATCH,)):
+        return 3
+    return 0 if _starts_something(path) else 1 if path in slow_modules else 2
 
 
 def pytest_unconfigure() -> None:
@@ -90,21 +100,26 @@ def pytest_unconfigure() -> None:
         live_stack.remove_template()
 
 
-@functools.cache
 def _starts_something(path: Path) -> bool:
     """Whether the test module at ``path`` imports from :data:`SLOW_IMPORTS` or calls :data:`SLOW_CALLS`."""
+    return _imports(path, SLOW_IMPORTS, calls=SLOW_CALLS)
+
+
+@functools.cache
+def _imports(path: Path, modules: tuple[str, ...], *, calls: frozenset[str] = frozenset()) -> bool:
+    """Whether the test module at ``path`` imports from ``modules`` (or a name from them) or calls ``calls``."""
     for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
         if isinstance(node, ast.Import):
             imported = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             imported = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
         elif isinstance(node, ast.Attribute | ast.Name):
-            if (node.attr if isinstance(node, ast.Attribute) else node.id) in SLOW_CALLS:
+            if (node.attr if isinstance(node, ast.Attribute) else node.id) in calls:
                 return True
             continue
         else:
             continue
-        if any(name == slow or name.startswith(f"{slow}.") for name in imported for slow in SLOW_IMPORTS):
+        if any(name == slow or name.startswith(f"{slow}.") for name in imported for slow in modules):
             return True
     return False
 
