@@ -12,12 +12,14 @@ from ragu_client.models import Citation
 
 
 def similarity(citation: Citation) -> float | None:
-    """The passage's cosine similarity to the question, when kappi's answer gives it, else ``None``.
+    """The passage's cosine similarity to the question (``1 - distance``), in every mode.
 
-    A passage of a collection searched ``dense`` carries no ``legs`` and its ``score`` is that similarity; one
-    searched ``hybrid`` (the default) or ``lexical`` carries ``legs`` and a fused rank score (~0.016) or a BM25
-    score, neither of which says how close the passage is, so there is no similarity to give.
+    A ``score`` is the collection's mode's own: the similarity for ``dense``, but a fused rank score (~0.016) for
+    ``hybrid`` (the default) and a BM25 score for ``lexical``, neither of which says how close the passage is. A
+    citation without ``distance`` (an answer stored before kappi recorded it) gives the dense score, else ``None``.
     """
+    if citation.distance is not None:
+        return round(1.0 - citation.distance, 6)
     return citation.score if citation.legs is None else None
 
 
@@ -36,4 +38,5 @@ def metadata(citation: Citation) -> dict[str, Any]:
         "rerank_score": citation.rerank_score,
         "document_hits": citation.document_hits,
         "ocr": citation.ocr,
+        "chunk_index": citation.chunk_index,
     }

@@ -8,8 +8,8 @@ raises the client's :class:`~ragu_client.RaguError` with the service's ``code``.
 
 ``Document.page_content`` is the passage; ``Document.metadata`` holds ``collection``, ``vector_provider``,
 ``document_id``, ``document_name``, ``page_start``, ``page_end``, ``rank`` (1-based, kappi's order), ``score`` (the
-cosine similarity to the query for collections searched ``dense``, else ``None``: see docs/clients.md),
-``kappi_score`` (kappi's own score for the collection's mode), ``rerank_score``, ``document_hits`` and ``ocr``.
+cosine similarity to the query, in every search mode: see docs/clients.md), ``kappi_score`` (kappi's own score for
+the collection's mode), ``rerank_score``, ``document_hits``, ``ocr`` and ``chunk_index``.
 """
 
 from __future__ import annotations

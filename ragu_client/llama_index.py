@@ -7,8 +7,8 @@ as the token's user may read them now, as ``NodeWithScore(TextNode)``\\ s.
 raises the client's :class:`~ragu_client.RaguError` with the service's ``code``.
 
 ``node.text`` is the passage and ``node.ref_doc_id`` its document's id; ``node.metadata`` holds the same keys as
-:mod:`ragu_client.langchain`'s documents. ``NodeWithScore.score`` is the cosine similarity to the query for
-collections searched ``dense``, else ``None`` (see docs/clients.md); an LLM reading the node sees its collection,
+:mod:`ragu_client.langchain`'s documents. ``NodeWithScore.score`` is the cosine similarity to the query in every
+search mode (see docs/clients.md); an LLM reading the node sees its collection,
 document name and pages, not the ids and scores.
 """
 

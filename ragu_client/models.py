@@ -200,6 +200,8 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     rerank_score: float | None = None
     document_hits: int | None = None
     ocr: bool = False
+    distance: float | None = None
+    chunk_index: int | None = None
 
 
 class Collection(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -402,6 +402,8 @@ def citations_of(retrieval: Retrieval) -> list[Citation]:
             legs=c.legs,
             rerank_score=c.rerank_score,
             ocr=c.ocr,
+            distance=round(c.distance, 6),
+            chunk_index=c.chunk_index,
         )
         for n, c in enumerate(retrieval.chunks, start=1)
     ]

@@ -101,6 +101,11 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
     """Retrieve with ``group_by: document``: how many of the passages found came from this document."""
     ocr: bool = False
     """The passage's text was recognised by OCR from a scanned page or an image, so it may hold misreadings."""
+    distance: float | None = None
+    """The cosine distance between the question and the passage, in every mode (``1 - distance`` is their cosine
+    similarity); ``null`` in answers stored before it was recorded."""
+    chunk_index: int | None = None
+    """The passage's chunk number in its document; ``null`` for a chunk another application wrote without one."""
 
 
 class Timings(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,7 +5,7 @@ service's code. Importing ``ragu_client`` imports neither framework.
 
 The world is test_live_client's (collections ``hr``, ``legal`` and ``ops``, each restricted to its group, and an agent
 over the three, searched ``hybrid``), plus an agent over the same collections searched ``dense``, whose passages
-carry a cosine similarity.
+rank by their cosine similarity alone.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ KEYS = {
     "rerank_score",
     "document_hits",
     "ocr",
+    "chunk_index",
 }
 
 
@@ -160,9 +161,10 @@ async def test_a_user_outside_a_restricted_collections_group_gets_none_of_its_pa
         assert any("NDAs" in t for t in texts) == (user == "bob")  # legal's
 
 
-async def test_the_score_is_the_cosine_similarity_when_kappi_gives_one_else_none(world: World) -> None:
-    """Dense passages carry their cosine similarity as ``score``; hybrid ones (no similarity in kappi's answer, only a
-    fused rank score) carry ``None``, and ``kappi_score`` and ``rank`` keep what kappi said."""
+async def test_the_score_is_the_cosine_similarity_in_every_mode(world: World) -> None:
+    """Every passage carries its cosine similarity (``1 - distance``) as ``score``: a dense passage's equals kappi's
+    own score, a hybrid one's is not the fused rank score kappi ranks it by; ``kappi_score`` and ``rank`` keep what
+    kappi said. Before, hybrid passages carried ``None``."""
     dense = await _through_every_retriever(world, "alice", world.agents["dense"])
     hybrid = await _through_every_retriever(world, "alice", world.agents["hybrid"])
 
@@ -170,7 +172,10 @@ async def test_the_score_is_the_cosine_similarity_when_kappi_gives_one_else_none
         citations = found["retrieve"]
         assert citations
         assert [c.legs is None for c in citations] == [similar] * len(citations)
-        expected_scores = [c.score if similar else None for c in citations]
+        assert all(c.distance is not None for c in citations)
+        expected_scores = [round(1.0 - c.distance, 6) for c in citations if c.distance is not None]
+        if similar:
+            assert expected_scores == pytest.approx([c.score for c in citations], abs=1e-5)
         for documents in (found["langchain"], found["langchain async"]):
             assert [d.metadata["score"] for d in documents] == expected_scores
             assert [d.metadata["kappi_score"] for d in documents] == [c.score for c in citations]
@@ -181,6 +186,7 @@ async def test_the_score_is_the_cosine_similarity_when_kappi_gives_one_else_none
     assert "25 vacation days" in best.page_content
     assert 0.3 < best.metadata["score"] <= 1.0
     assert hybrid["langchain"][0].metadata["kappi_score"] < 0.05  # the fused rank score no caller can read
+    assert 0.3 < hybrid["langchain"][0].metadata["score"] <= 1.0
 
 
 ERRORS = {
@@ -272,7 +278,8 @@ async def test_the_docs_langchain_example_runs_as_written(world: World) -> None:
     )
     assert passages
     assert "25 vacation days" in passages[0][0]
-    assert passages[0][1:] == ("hr.txt", None)
+    assert passages[0][1] == "hr.txt"
+    assert 0.3 < passages[0][2] <= 1.0  # a hybrid agent's passage: its cosine similarity, not the fused score
 
 
 async def test_the_docs_llama_index_example_runs_as_written(world: World) -> None:
