@@ -31,18 +31,22 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+import onnx
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from common.embedders.base import Embedder, EmbedderSpec, SpecAttributes, Vectors
+from common.embedders.onnx_graph import (
+    drop_nan_guards,
+    feed_forward_matmuls,
+    fuse_gelu,
+    quantize_activations,
+    widest_channels,
+)
 from common.errors import Unavailable
-
-if TYPE_CHECKING:
-    import onnx
 
 PROVIDER = "local"
 
@@ -238,12 +242,6 @@ class LocalEmbedder(SpecAttributes):
                     options.intra_op_num_threads = self._threads
                     options.inter_op_num_threads = 1
                     options.log_severity_level = 3
-                    # onnx and the graph rewrites load with the model, not with the module: a server, a parse
-                    # process or a CLI that never embeds does not pay their ~0.6 s import.
-                    import onnx
-
-                    from common.embedders.onnx_graph import drop_nan_guards, fuse_gelu
-
                     graph = onnx.load_from_string(self._model.onnx.read_verified())
                     drop_nan_guards(graph.graph)
                     fuse_gelu(graph)
@@ -262,8 +260,6 @@ class LocalEmbedder(SpecAttributes):
 
     def _quantize_feed_forward(self, graph: onnx.ModelProto) -> None:
         """int8 feed-forward blocks, their outlier channels found on :data:`CALIBRATION_TEXT` first."""
-        from common.embedders.onnx_graph import feed_forward_matmuls, quantize_activations, widest_channels
-
         matmuls = feed_forward_matmuls(graph.graph)
         if not matmuls:
             return
