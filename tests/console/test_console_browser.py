@@ -1053,6 +1053,45 @@ def test_a_decline_in_a_follow_up_reads_like_a_first_turn_decline_openai_standin
     assert user.close() == []
 
 
+def test_the_config_form_waits_for_the_saved_config_before_it_can_be_changed_or_saved(
+    platform: str, browser: Any
+) -> None:
+    """A strategy chosen, or Save pressed, before the saved config arrived was overwritten by it (the form's
+    defaults saved over it, for Save): a CI run chose "fixed", then the late config hid its fields again. The
+    controls now wait for the config; here its response is held back until the test lets it go."""
+    from playwright.sync_api import Route, expect
+
+    setup = Api(platform)
+    setup.document("held-config.md", b"# Held\n\nA document whose config arrives late.\n")
+    admin = Console(browser, platform, width=1366, height=860)
+    page = admin.page
+    admin.sign_in("waiter", admin=True)
+    nav(page, "Documents")
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route("**/documents/*/config", hold)
+    page.get_by_role("button", name="Preview held-config.md").click()
+    form = page.get_by_role("form", name="Parse and chunk config")
+    expect(form).to_be_visible()
+    while not held:
+        page.wait_for_timeout(20)
+
+    for control in (
+        form.get_by_label("Chunking strategy"),
+        form.get_by_label("Text recognition (OCR)"),
+        form.get_by_role("button", name="Save config"),
+        form.get_by_role("button", name="Preview chunks with this config"),
+    ):
+        expect(control).to_be_disabled()
+    held[0].continue_()
+    page.unroute("**/documents/*/config")
+    expect(form.get_by_label("Chunking strategy")).to_be_enabled()
+    expect(form.get_by_role("button", name="Save config")).to_be_enabled()
+
+
 def test_a_document_preview_opens_where_the_user_is_and_its_chunk_config_is_a_form(platform: str, browser: Any) -> None:
     """#29 item 7: with a long document list the preview opens at the top of the list's place (the list set aside,
     one click brings it back), not below the whole list; the chunk configuration is a form with exactly the fields

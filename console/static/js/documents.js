@@ -26,7 +26,8 @@ const OCR_MODES = { auto: "auto: pages without a text layer, and images", force:
 
 /** The chunk config as a form: a strategy, then only its fields; the parse config's OCR mode beside it. */
 function chunkFields() {
-  const strategy = h("select", { name: "strategy" },
+  // disabled until the saved config arrives: a choice made before would be overwritten by it
+  const strategy = h("select", { name: "strategy", disabled: true },
     Object.entries(STRATEGIES).map(([value, [label]]) => h("option", { value }, label)));
   const hint = h("p", { class: "muted small" });
   const inputs = {};
@@ -64,6 +65,7 @@ function chunkFields() {
       }
       saved = chunk;
       show(chunk ? chunk.strategy : "");
+      strategy.disabled = false;
     },
     /** The config the fields say (null: the default). */
     get() {
@@ -200,14 +202,15 @@ function detailsForm(base, doc, refresh) {
 function configEditor(base, doc, body) {
   const message = messageArea();
   const chunking = chunkFields();
-  const ocr = h("select", { name: "ocr" }, Object.entries(OCR_MODES).map(([value, label]) => h("option", { value }, label)));
+  const ocr = h("select", { name: "ocr", disabled: true }, Object.entries(OCR_MODES).map(([value, label]) => h("option", { value }, label)));
   const parseNote = h("p", { class: "muted small" });
   const fields = h("div", { class: "stack" }, chunking.fieldset, h("label", {}, "Text recognition (OCR)", ocr), parseNote);
   const text = h("textarea", { name: "config", rows: 9, spellcheck: "false", class: "code" });
   const json = h("label", { hidden: true }, "Parse and chunk config (JSON)", text);
   const toggle = h("button", { type: "button", class: "secondary", disabled: true }, "Edit as JSON");
-  const tryIt = h("button", { type: "button", class: "secondary" }, "Preview chunks with this config");
-  const submit = h("button", { type: "submit" }, "Save config");
+  // Until the saved config arrives, saving would overwrite it with the form's defaults.
+  const tryIt = h("button", { type: "button", class: "secondary", disabled: true }, "Preview chunks with this config");
+  const submit = h("button", { type: "submit", disabled: true }, "Save config");
   const form = h("form", { class: "stack", "aria-label": "Parse and chunk config", novalidate: true },
     fields, json, h("div", { class: "row" }, tryIt, submit, toggle), message);
   let parse = {}; // the saved parse config; the form changes its OCR mode only
@@ -225,7 +228,10 @@ function configEditor(base, doc, body) {
   const fromForm = () => ({ parse: { ...parse, ocr: ocr.value }, chunk: chunking.get() });
   const asJson = () => !json.hidden;
 
-  api.get(`${base}/documents/${doc.id}/config`).then((config) => { show(config); toggle.disabled = false; },
+  api.get(`${base}/documents/${doc.id}/config`).then((config) => {
+    show(config);
+    for (const control of [toggle, ocr, tryIt, submit]) control.disabled = false;
+  },
     (error) => showError(message, error));
 
   function edited() {
