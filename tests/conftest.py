@@ -70,9 +70,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rest. Under ``-n`` (``--dist=loadfile --no-loadscope-reorder``) a worker takes the next module when it is done,
     so the many short modules come last and even out the two workers' ends. In xdist's default order (most tests
     first) one-test modules that run a server for a minute or two came last, and one worker ran them while the
-    other idled. The modules that time kappi's health against a bar (:data:`LATENCY_WATCH`) run last of all: run
-    first, beside the other worker's server and model starts, the two cores were shared four ways and three of
-    them stalled past their bar (500-900 ms) in a CI run, though they pass beside the short modules."""
+    other idled. The modules that time kappi's health against a bar (:data:`LATENCY_WATCH`) run last of all, beside
+    the short modules, where they have passed every CI run: beside the other worker's server and model starts the
+    two cores are shared four ways, which a latency bar should not have to absorb."""
     slow_modules: set[Path] = set()
     for item in items:
         callspec = getattr(item, "callspec", None)
