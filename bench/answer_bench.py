@@ -80,7 +80,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -108,6 +108,9 @@ from bench.answer_corpus import (
     states_facts,
 )
 from bench.report import SummaryRow
+
+if TYPE_CHECKING:
+    from common.config import Settings
 
 __all__ = [
     "CITATION_MARK",
@@ -521,7 +524,9 @@ def naive_messages(question: str, passages: Sequence[dict[str, Any]]) -> list[di
     ]
 
 
-def ragu_messages(agent: dict[str, Any], sources: Sequence[dict[str, Any]], question: str) -> list[dict[str, str]]:
+def ragu_messages(
+    agent: dict[str, Any], sources: Sequence[dict[str, Any]], question: str, passage_tokens: int
+) -> list[dict[str, str]]:
     """The messages kappi sends its model for a first question, rebuilt with kappi's own prompt functions from
     the passages the stream's ``sources`` event listed (as ``kappi.chat.answering`` composes them: the agent's
     instructions as system, then sources, question and rules in the user's turn, each passage sized to the
@@ -529,7 +534,7 @@ def ragu_messages(agent: dict[str, Any], sources: Sequence[dict[str, Any]], ques
     prompt token counts, side by side, show the two prompts agree."""
     from kappi.llm.base import Passage
     from kappi.llm.prompt import grounded_question
-    from kappi.llm.registry import LOCAL_PASSAGE_TOKENS, LOCAL_PROVIDER
+    from kappi.llm.registry import LOCAL_PROVIDER
     from kappi.llm.windows import sized
 
     instructions = {c["name"]: c["instruction"] for c in agent["collections"]}
@@ -548,8 +553,8 @@ def ragu_messages(agent: dict[str, Any], sources: Sequence[dict[str, Any]], ques
         for s in sources
     ]
     config = agent["config"]
-    if config["llm_provider"] == LOCAL_PROVIDER:
-        passages = sized(passages, question, LOCAL_PASSAGE_TOKENS)
+    if config["llm_provider"] == LOCAL_PROVIDER and passage_tokens > 0:
+        passages = sized(passages, question, passage_tokens)
     user = grounded_question(question, passages, config["context_template"])
     system = [{"role": "system", "content": config["system_prompt"].strip()}] if config["system_prompt"].strip() else []
     return [*system, {"role": "user", "content": user}]
@@ -573,8 +578,9 @@ class Stack:
     env: dict[str, str]
     log: Path
     """``ragu serve``'s log, which names the embedded llama.cpp server's address."""
-    data_dir: Path
-    """``ragu serve``'s data folder, where the embedded server's API key is kept for the administrator."""
+    settings: Settings
+    """``ragu serve``'s settings: its data folder (where the embedded server's API key is kept for the
+    administrator) and the local model's passage budget."""
 
 
 @asynccontextmanager
@@ -613,7 +619,7 @@ async def stack(documents: Mapping[str, Sequence[Fetched]], env: dict[str, str])
                 ingest_seconds,
                 running.env,
                 running.server.log,
-                settings.data_path,
+                settings,
             )
 
 
@@ -720,7 +726,9 @@ async def run_provider(
             if stream is not None:
                 asked.ttft_ms, asked.first_text_ms = stream.ttft_ms, stream.first_text_ms
                 if llama is not None and stream.called_model:
-                    messages = ragu_messages(agent, stream.sources, question.question)
+                    messages = ragu_messages(
+                        agent, stream.sources, question.question, s.settings.local_llm_passage_tokens
+                    )
                     try:
                         same = await llama_stream(
                             raw,
@@ -1284,7 +1292,7 @@ async def _llama(s: Stack, options: Options) -> Llama | None:
     if isinstance(await _local_ready(s), str):
         return None
     found = _LOCAL_ADDRESS.findall(s.log.read_text(errors="replace"))
-    key_file = s.data_dir / LOCAL_KEY_FILE
+    key_file = s.settings.data_path / LOCAL_KEY_FILE
     key = key_file.read_text(encoding="utf-8").strip() if key_file.is_file() else None
     return Llama(found[-1][1], found[-1][0], key) if found else None
 

@@ -105,6 +105,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Answers that may wait for a slot; one more is refused at once with ``503 llm_busy``."""
     local_llm_context: int = 4096
     """Tokens of context per slot: the prompt (instructions, passages, history) and the answer together."""
+    local_llm_passage_tokens: int = 600
+    """Tokens of passages the local model reads: each passage's best sentence windows under this budget
+    (``kappi.llm.windows``), since a small model on a few cores reads whole passages slowly and is distracted by
+    them; 0 gives it whole passages. Chosen on the answer bench's dev split (docs/benchmarks.md)."""
 
     auth_jwks_url: str | None = None
     """Production key source: an identity provider's JWKS endpoint (RS256/ES256)."""

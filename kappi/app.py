@@ -157,6 +157,7 @@ def create_app(
         timeout_seconds=settings.llm_timeout_seconds,
         local=local_llm,
         local_refused=local_llm_refused,
+        local_passage_tokens=settings.local_llm_passage_tokens,
         extractive_embed=local_embed(clients.embedders),
     )
 

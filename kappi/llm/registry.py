@@ -19,10 +19,6 @@ from kappi.llm.openai_compatible import OpenAICompatibleProvider
 EXTRACTIVE = "extractive"
 LOCAL_PROVIDER = "local"
 """The registry name of the embedded llama.cpp server that ``ragu serve`` starts when a local model is installed."""
-LOCAL_PASSAGE_TOKENS = 600
-"""The passages' budget in the embedded model's prompt (:func:`kappi.llm.windows.sized`): a small model on two
-cores reads whole passages slowly and is distracted by them. Checked on the answer bench's dev split, one value and
-no sweep (docs/benchmarks.md, #31). Other providers (a larger model on a server) read whole passages."""
 
 
 class LocalLlm(Protocol):
@@ -87,12 +83,19 @@ class LlmRegistry:
     """Looks providers up by name and validates model names; owns the providers and closes them."""
 
     def __init__(
-        self, providers: Iterable[LlmProvider], *, local: LocalLlm | None = None, local_refused: str | None = None
+        self,
+        providers: Iterable[LlmProvider],
+        *,
+        local: LocalLlm | None = None,
+        local_refused: str | None = None,
+        local_passage_tokens: int = 0,
     ) -> None:
-        """``local_refused``: why a local model that is configured is not offered (a wrong checksum)."""
+        """``local_refused``: why a local model that is configured is not offered (a wrong checksum);
+        ``local_passage_tokens``: what :meth:`passage_budget` gives the local model, 0 for whole passages."""
         self._providers = Registry.of_named(providers, kind="LLM provider", code="unknown_llm_provider")
         self._local = local
         self._local_refused = local_refused
+        self._local_passage_tokens = local_passage_tokens
 
     def providers(self) -> list[str]:
         return self._providers.names()
@@ -139,7 +142,9 @@ class LlmRegistry:
 
     def passage_budget(self, provider: str) -> int | None:
         """The tokens of passages the provider called ``provider`` reads; ``None``: whole passages."""
-        return LOCAL_PASSAGE_TOKENS if provider == LOCAL_PROVIDER else None
+        if provider != LOCAL_PROVIDER or self._local_passage_tokens <= 0:
+            return None
+        return self._local_passage_tokens
 
     def get(self, provider: str) -> LlmProvider:
         """The provider called ``provider``.
@@ -182,6 +187,7 @@ def default_llm_registry(
     timeout_seconds: float = 60.0,
     local: LocalLlm | None = None,
     local_refused: str | None = None,
+    local_passage_tokens: int = 0,
     extractive_embed: Embed | None = None,
 ) -> LlmRegistry:
     """The one place that lists LLM providers: ``extractive`` always, the others when configured.
@@ -198,6 +204,7 @@ def default_llm_registry(
         timeout_seconds: Longest wait for an upstream's response and for each streamed event.
         local: The embedded llama.cpp server, offered as ``local`` through the same OpenAI-compatible provider.
         local_refused: Why the configured local model was refused; its agents' answers say so.
+        local_passage_tokens: The local model's budget of passage tokens (``Settings.local_llm_passage_tokens``).
         extractive_embed: The embedder ``extractive`` checks its quotes with (:func:`local_embed`); without it,
             it answers on the question's words alone.
     """
@@ -231,7 +238,7 @@ def default_llm_registry(
                 max_concurrent=local.capacity,
             )
         )
-    return LlmRegistry(providers, local=local, local_refused=local_refused)
+    return LlmRegistry(providers, local=local, local_refused=local_refused, local_passage_tokens=local_passage_tokens)
 
 
 def local_embed(embedders: EmbedderRegistry) -> Embed:

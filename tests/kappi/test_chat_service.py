@@ -25,7 +25,7 @@ from kappi.app import Kappi
 from kappi.chat.models import Citation, Message
 from kappi.chat.service import TITLE_CHARS, title_from, withhold
 from kappi.llm.base import ChatMessage
-from kappi.llm.registry import LOCAL_PASSAGE_TOKENS, default_llm_registry
+from kappi.llm.registry import default_llm_registry
 from kappi.llm.windows import CHARS_PER_TOKEN
 from schemas.models import Identity
 from tests.kappi.conftest import QUESTION, Placed, Shelf, principal
@@ -371,7 +371,9 @@ async def model_world(
 ) -> AsyncIterator[ModelWorld]:
     """An agent on the ``local`` provider, served by the OpenAI-compatible stand-in, over one long passage."""
     async with OpenAIStandin() as llm:
-        registry = default_llm_registry(local=_Local(base_url=llm.base_url))
+        registry = default_llm_registry(
+            local=_Local(base_url=llm.base_url), local_passage_tokens=settings.local_llm_passage_tokens
+        )
         services = Kappi.build(db, clients, clients.vectors, registry, Authenticator(settings), ttl=60)
         handbook = await shelf.collection(chunks=[Placed(score=0.8, content=LONG)])
         created = await services.agents.create(
@@ -400,7 +402,7 @@ async def test_the_local_model_reads_the_passages_best_windows_and_the_citation_
     prompt = model_world.llm.requests[-1].body["messages"][-1]["content"]
     assert ANSWER in prompt
     assert len(prompt) < len(LONG) / 2
-    assert len(prompt) < (LOCAL_PASSAGE_TOKENS + 200) * CHARS_PER_TOKEN
+    assert len(prompt) < (Settings().local_llm_passage_tokens + 200) * CHARS_PER_TOKEN
     sources = events[0].data["citations"]
     assert [c.text for c in sources] == [LONG]
     done = events[-1].data

@@ -98,3 +98,17 @@ async def test_the_catalog_offers_each_provider_with_its_models_and_status() -> 
         }
     finally:
         await registry.aclose()
+
+
+@pytest.mark.parametrize(("configured", "budget"), [(600, 600), (250, 250), (0, None)])
+async def test_only_the_local_model_reads_passages_under_the_configured_budget(
+    configured: int, budget: int | None
+) -> None:
+    """``RAGU_LOCAL_LLM_PASSAGE_TOKENS`` sizes the local model's passages; 0 gives it whole passages, and a
+    provider on a server always reads them whole."""
+    registry = default_llm_registry(local=Endpoint("ready"), local_passage_tokens=configured)
+    try:
+        assert registry.passage_budget(LOCAL_PROVIDER) == budget
+        assert registry.passage_budget(EXTRACTIVE) is None
+    finally:
+        await registry.aclose()
