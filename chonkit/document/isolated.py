@@ -5,7 +5,7 @@ A worker thread is not enough: the parsers and the chunker are pure Python or ho
 (markdown-it, lxml, the tokenizer), so in ``ragu serve`` a large preview held kappi's ``/health`` for most of a
 second from a thread. The processes come from a forkserver that has imported the parsers once (a clean
 interpreter: no threads or event loop inherited). They start on first use and end with the interpreter, which
-lets a running parse finish (and they end on their own if the server is killed). Chunking runs there for the
+lets a running parse finish; if the server is killed, they end too (:func:`_end_with`). Chunking runs there for the
 ``local`` models, whose tokenizer each process loads once; other providers' tokenizers chunk in a thread.
 A result comes back in a msgpack file, read and decoded in a thread: through the executor's pipe it would be
 unpickled holding the GIL, and a process killed while writing a large result there leaves a partial message that
@@ -28,7 +28,9 @@ import asyncio
 import functools
 import multiprocessing
 import os
+import select
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -177,9 +179,30 @@ async def _started_processes() -> ProcessPoolExecutor:
 def _start_processes() -> ProcessPoolExecutor:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["chonkit.document.isolated"])
-    pool = ProcessPoolExecutor(PARSE_PROCESSES, mp_context=context)
+    pool = ProcessPoolExecutor(PARSE_PROCESSES, mp_context=context, initializer=_end_with, initargs=(os.getpid(),))
     pool.submit(int).result()  # waits, off the event loop, for the forkserver's imports (~0.5 s)
     return pool
+
+
+def _end_with(parent: int) -> None:
+    """Make this parse process exit when ``parent`` (the process whose executor it serves) does, however it ends.
+
+    A killed parent runs no clean-up, and nothing else would notice: the process holds its own call queue's pipe
+    and the forkserver's liveness pipe open, so it waits for work forever and keeps the forkserver alive with it.
+    Linux's pidfd says when the parent ends without polling; elsewhere the old behaviour stays.
+    """
+    if not hasattr(os, "pidfd_open"):
+        return
+    threading.Thread(target=_exit_when_gone, args=(parent,), name="end-with-parent", daemon=True).start()
+
+
+def _exit_when_gone(pid: int) -> None:
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(0)
+    select.select([handle], [], [])
+    os._exit(0)
 
 
 def _parse_into(
