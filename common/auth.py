@@ -68,7 +68,7 @@ from jose.backends.base import Key
 from jose.exceptions import JOSEError
 from jose.utils import base64_to_long
 
-from common.config import Settings
+from common.config import Settings, reveal
 from common.db import Database
 from common.directory.membership import Directory, is_scim_token
 from common.errors import Forbidden, InvalidInput, NotFound, Unauthorized, Unavailable
@@ -183,7 +183,7 @@ class Authenticator:
             Unavailable: ``jwks_unavailable`` when the key set cannot be read.
         """
         if authorization is not None and is_scim_token(
-            self._settings.scim_token, authorization.strip().partition(" ")[2].strip()
+            reveal(self._settings.scim_token), authorization.strip().partition(" ")[2].strip()
         ):
             raise Unauthorized(
                 "the SCIM credential is for the directory endpoint only, not a user's token",
@@ -502,7 +502,7 @@ def dev_secret(settings: Settings, *, create: bool = True) -> str:
     if settings.uses_jwks:
         raise InvalidInput("a JWKS is configured; tokens come from the identity provider", code="jwks_configured")
     if settings.auth_hs256_secret:
-        return settings.auth_hs256_secret
+        return settings.auth_hs256_secret.reveal()
     path = _dev_secret_path(settings)
     if not path.exists():
         if not create:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from common.config import Settings
+from common.config import Settings, reveal
 from common.embedders.base import EmbedderRegistry
 from common.embedders.registry import default_registry
 from common.vectors.registry import VectorRegistry, open_vector_registry
@@ -24,7 +24,7 @@ class SharedClients:
         self.settings = settings
         self.embedders = embedders or default_registry(
             local_threads=settings.local_embedder_threads,
-            cohere_api_key=settings.cohere_api_key,
+            cohere_api_key=reveal(settings.cohere_api_key),
             cohere_base_url=settings.cohere_base_url,
         )
         self._vectors = vectors

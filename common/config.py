@@ -6,6 +6,7 @@ Unknown ``RAGU_*`` variables are refused so a typo in a deployment fails loudly 
 
 from __future__ import annotations
 
+import hmac
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,11 +17,51 @@ import msgspec
 from common.errors import InvalidInput
 
 ENV_PREFIX = "RAGU_"
-SECRET_FIELDS = frozenset(
-    {"qdrant_api_key", "weaviate_api_key", "cohere_api_key", "openai_api_key", "auth_hs256_secret", "scim_token"}
-)
-"""Settings whose values :meth:`Settings.__repr__` hides."""
 _UNPREFIXED = {"database_url": "DATABASE_URL"}
+
+
+class Secret:
+    """A secret setting's value (an API key, a signing secret, a token): ``repr``, ``str`` and formatting show
+    ``<secret>``, so no log line, traceback or settings dump can carry it; the code that needs it calls
+    :meth:`reveal` where it hands it on."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return format(repr(self), spec)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and hmac.compare_digest(self._value, other._value)
+
+    def __hash__(self) -> int:
+        return hash(Secret)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError("a Secret is not pickled (it would leave the process in the clear)")
+
+
+def reveal(secret: Secret | None) -> str | None:
+    """The secret's value, ``None`` if unset: for clients whose key is optional."""
+    return None if secret is None else secret.reveal()
+
+
+def _decode(kind: type, value: object) -> object:
+    if kind is Secret and isinstance(value, Secret):
+        return value
+    if kind is Secret and isinstance(value, str):
+        return Secret(value)
+    raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
 
 
 def env_name(field: str) -> str:
@@ -64,7 +105,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     qdrant_url: str | None = None
     """A Qdrant server. Unset: Qdrant's local mode on ``qdrant_path`` (one process at a time)."""
-    qdrant_api_key: str | None = None
+    qdrant_api_key: Secret | None = None
     qdrant_path: str | None = None
     """Local-mode storage; default ``<data_dir>/qdrant``."""
     resident_max_chunks: int = 50_000
@@ -74,14 +115,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     weaviate_url: str | None = None
     """A Weaviate server (REST URL; gRPC on ``weaviate_grpc_port``). Unset: the provider is not offered."""
     weaviate_grpc_port: int = 50051
-    weaviate_api_key: str | None = None
-    cohere_api_key: str | None = None
+    weaviate_api_key: Secret | None = None
+    cohere_api_key: Secret | None = None
     """Enables the ``cohere`` embedding provider."""
     cohere_base_url: str | None = None
     """Override Cohere's API address (a proxy, or a local stand-in in tests)."""
     openai_base_url: str | None = None
     """An OpenAI-compatible chat server for kappi (OpenAI, Ollama ``http://localhost:11434/v1``, vLLM)."""
-    openai_api_key: str | None = None
+    openai_api_key: Secret | None = None
     openai_models: str = ""
     """Comma-separated model names agents may use with the ``openai`` provider."""
     llm_timeout_seconds: float = 60.0
@@ -114,7 +155,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Production key source: an identity provider's JWKS endpoint (RS256/ES256)."""
     auth_jwks_file: str | None = None
     """Same as ``auth_jwks_url`` but read from a file (rotated by replacing the file)."""
-    auth_hs256_secret: str | None = None
+    auth_hs256_secret: Secret | None = None
     """Development only. Unset with no JWKS configured: a random secret is kept in ``data_dir``."""
     auth_issuer: str | None = None
     auth_audience: str | None = None
@@ -125,10 +166,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     auth_admin_role: str = "admin"
     auth_jwks_cache_seconds: int = 300
 
-    scim_token: str | None = None
+    scim_token: Secret | None = None
     """The bearer credential an identity provider's SCIM client sends to kappi's ``/scim/v2`` (docs/directory.md):
     at least 32 characters and not a JWT, so it can never pass for a user's token. Set, the SCIM endpoint is served
-    and the directory, not the token, decides each user's groups; it is a secret, left out of ``repr``."""
+    and the directory, not the token, decides each user's groups."""
     directory_user_claim: str = "sub"
     """The token claim (a dotted path, as the other claims) naming the user in the directory."""
     directory_user_attribute: Literal["userName", "externalId"] = "userName"
@@ -147,12 +188,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     tokens are opaque or lack the groups claim."""
 
     def __repr__(self) -> str:
-        """Every setting but the secrets' values, so a settings object logged or shown in a traceback leaks none."""
-        shown = (
-            f"{name}={'<secret>' if name in SECRET_FIELDS and value is not None else repr(value)}"
-            for name in self.__struct_fields__
-            if (value := getattr(self, name)) is not None
-        )
+        """The settings that are set (a secret shows as ``<secret>``)."""
+        shown = (f"{name}={value!r}" for name in self.__struct_fields__ if (value := getattr(self, name)) is not None)
         return f"Settings({', '.join(shown)})"
 
     @property
@@ -188,6 +225,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     raw: dict[str, object] = {k: v for k, v in environ.items() if k in known and v != ""}
     raw.update({env_name(k): v for k, v in overrides.items()})
     try:
-        return msgspec.convert(raw, Settings, strict=False)
+        return msgspec.convert(raw, Settings, strict=False, dec_hook=_decode)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"invalid setting: {exc}", code="invalid_setting") from exc

@@ -18,7 +18,7 @@ from litestar.di import NamedDependency, Provide
 
 from common.auth import Authenticator, Principal
 from common.clients import SharedClients
-from common.config import Settings
+from common.config import Secret, Settings, reveal
 from common.db import Database
 from common.directory.mount import scim_mount
 from common.http.app import build_service_app
@@ -126,11 +126,11 @@ def provide_agents(state: State) -> AgentService:
     return kappi_of(state).agents
 
 
-def scim_endpoint(token: str) -> ScimEndpoint:
+def scim_endpoint(token: Secret) -> ScimEndpoint:
     """The SCIM endpoint, imported only where a directory is configured (its libraries are slow to import)."""
     from common.directory.scim import ScimEndpoint
 
-    return ScimEndpoint(token)
+    return ScimEndpoint(token.reveal())
 
 
 def create_app(
@@ -149,10 +149,10 @@ def create_app(
     authenticator = authenticator or Authenticator(settings)
     owns_llms = llms is None
     llms = llms or default_llm_registry(
-        cohere_api_key=settings.cohere_api_key,
+        cohere_api_key=reveal(settings.cohere_api_key),
         cohere_base_url=settings.cohere_base_url,
         openai_base_url=settings.openai_base_url,
-        openai_api_key=settings.openai_api_key,
+        openai_api_key=reveal(settings.openai_api_key),
         openai_models=[m.strip() for m in settings.openai_models.split(",") if m.strip()],
         timeout_seconds=settings.llm_timeout_seconds,
         local=local_llm,
@@ -162,7 +162,7 @@ def create_app(
     )
 
     rerankers = rerankers or default_rerankers(
-        cohere_api_key=settings.cohere_api_key,
+        cohere_api_key=reveal(settings.cohere_api_key),
         cohere_base_url=settings.cohere_base_url,
         timeout_seconds=settings.rerank_timeout_seconds,
     )

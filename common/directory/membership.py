@@ -76,7 +76,7 @@ class Directory:
     def __init__(self, settings: Settings) -> None:
         if settings.scim_token is None:
             raise InvalidInput("a directory needs RAGU_SCIM_TOKEN", code="invalid_scim_token")
-        check_scim_token(settings.scim_token)
+        check_scim_token(settings.scim_token.reveal())
         self.claim = settings.directory_user_claim
         self._query = _BY_USER_NAME if settings.directory_user_attribute == "userName" else _BY_EXTERNAL_ID
         self._attribute = settings.directory_user_attribute

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from common.config import Settings
+from common.config import Settings, reveal
 from common.registry import Registry
 from common.vectors.base import VectorStore
 
@@ -50,7 +50,7 @@ async def open_vector_registry(settings: Settings) -> VectorRegistry:
     pool = await open_pool(settings.database_url)
     stores: dict[str, VectorStore] = {"pgvector": PgVectorStore(pool)}
     if settings.qdrant_url:
-        qdrant = AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key)
+        qdrant = AsyncQdrantClient(url=settings.qdrant_url, api_key=reveal(settings.qdrant_api_key))
     else:
         path = Path(settings.qdrant_path or settings.data_path / "qdrant")
         await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
@@ -77,7 +77,7 @@ async def _weaviate(settings: Settings) -> VectorStore:
         grpc_host=url.hostname or "localhost",
         grpc_port=settings.weaviate_grpc_port,
         grpc_secure=url.scheme == "https",
-        auth_credentials=Auth.api_key(settings.weaviate_api_key) if settings.weaviate_api_key else None,
+        auth_credentials=Auth.api_key(settings.weaviate_api_key.reveal()) if settings.weaviate_api_key else None,
     )
     await client.connect()
     return WeaviateStore(client)

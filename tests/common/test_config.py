@@ -1,6 +1,9 @@
+import logging
+import pickle
+
 import pytest
 
-from common.config import Settings, env_name, load_settings, settings_env_names
+from common.config import Secret, Settings, env_name, load_settings, reveal, settings_env_names
 from common.errors import InvalidInput
 
 
@@ -43,3 +46,28 @@ def test_every_field_has_one_environment_name() -> None:
 
 def test_overrides_take_typed_values() -> None:
     assert load_settings({"RAGU_PORT": "1"}, port=2).port == 2
+
+
+SECRETS = ("qdrant_api_key", "weaviate_api_key", "cohere_api_key", "openai_api_key", "auth_hs256_secret", "scim_token")
+
+
+@pytest.mark.parametrize("field", SECRETS)
+def test_a_secret_setting_never_prints_and_is_read_only_by_reveal(field: str, caplog: pytest.LogCaptureFixture) -> None:
+    value = "s3cr3t-value-0123456789-abcdefghijklmnop"
+    settings = load_settings({env_name(field): value})
+    secret = getattr(settings, field)
+
+    logging.getLogger("ragu.test").warning("settings %s, %r; %s", settings, secret, f"{secret} {secret:>20}")
+    shown = [repr(settings), str(settings), str(secret), repr(secret), f"{secret}", caplog.text]
+    assert all(value not in text for text in shown), shown
+    assert f"{field}=<secret>" in repr(settings)
+    assert secret.reveal() == value
+    assert secret == Secret(value)
+    assert secret != Secret("other")
+    with pytest.raises(TypeError):
+        pickle.dumps(settings)
+
+
+def test_an_unset_secret_reveals_none_and_a_typed_override_is_kept() -> None:
+    assert reveal(load_settings({}).openai_api_key) is None
+    assert load_settings({}, openai_api_key=Secret("k")).openai_api_key == Secret("k")

@@ -14,7 +14,7 @@ from scim2_models import Error, Group, SearchRequest, ServiceProviderConfig
 
 from common.auth import mint_dev_token
 from common.clients import SharedClients
-from common.config import Settings
+from common.config import Settings, reveal
 from common.db import SingleConnectionDatabase
 from common.directory.membership import Directory
 from common.directory.storage import DirectoryUser
@@ -109,7 +109,7 @@ async def test_only_the_scim_credential_opens_the_endpoint(served: Any, bearer: 
     tokens = {
         "user": mint_dev_token(settings, subject="alice", groups=["hr"]),
         "admin": mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role]),
-        "expired": hs256_token(settings.auth_hs256_secret or "", lifetime=-3600, roles=["admin"]),
+        "expired": hs256_token(reveal(settings.auth_hs256_secret) or "", lifetime=-3600, roles=["admin"]),
         "forged": hs256_token("not-our-secret", roles=["admin"]),
         "almost": SCIM_TOKEN[:-1] + "x",
     }

@@ -26,7 +26,7 @@ import schemas
 from chonkit.app import create_app as create_chonkit
 from common.auth import Principal, mint_dev_token
 from common.clients import SharedClients
-from common.config import Settings
+from common.config import Secret, Settings
 from common.db import SingleConnectionDatabase
 from common.errors import AppError, InvalidInput
 from common.http.app import AccessLog, build_service_app
@@ -352,7 +352,7 @@ async def test_non_admin_on_admin_route_is_403(guarded: httpx.AsyncClient, setti
 
 
 async def test_token_for_another_secret_is_rejected(guarded: httpx.AsyncClient, tmp_path: Path) -> None:
-    other = msgspec.structs.replace(Settings(), data_dir=str(tmp_path / "other"), auth_hs256_secret="x" * 40)
+    other = msgspec.structs.replace(Settings(), data_dir=str(tmp_path / "other"), auth_hs256_secret=Secret("x" * 40))
     response = await guarded.get("/me", headers=_bearer(other))
     assert response.status_code == 401
     assert response.json()["code"] == "invalid_signature"

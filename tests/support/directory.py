@@ -14,7 +14,7 @@ import msgspec
 from scim2_client.engines.asgi import ASGISCIMClient
 from scim2_models import Group, PatchOp
 
-from common.config import Settings
+from common.config import Secret, Settings
 from common.directory.scim import PROVIDER
 from common.directory.storage import DirectoryUser
 
@@ -35,7 +35,7 @@ def hs256_token(secret: str, *, subject: str = "admin", lifetime: int = 600, **c
 
 
 def with_directory(settings: Settings, **overrides: Any) -> Settings:
-    return msgspec.structs.replace(settings, scim_token=SCIM_TOKEN, **overrides)
+    return msgspec.structs.replace(settings, scim_token=Secret(SCIM_TOKEN), **overrides)
 
 
 def scim_client(app: Any, base_url: str = "http://ragu.test/scim/v2", token: str = SCIM_TOKEN) -> Any:

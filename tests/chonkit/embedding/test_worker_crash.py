@@ -18,7 +18,7 @@ import pytest
 
 from chonkit.app import create_app
 from common.clients import SharedClients
-from common.config import Settings
+from common.config import Settings, reveal
 from common.db import PoolDatabase
 from tests.chonkit.conftest import AppClient, bearer
 from tests.support.documents import pdf
@@ -48,7 +48,7 @@ def _start_worker(settings: Settings, database_url: str, log: Path) -> subproces
     env.update(
         DATABASE_URL=database_url,
         RAGU_DATA_DIR=settings.data_dir,
-        RAGU_AUTH_HS256_SECRET=settings.auth_hs256_secret or "",
+        RAGU_AUTH_HS256_SECRET=reveal(settings.auth_hs256_secret) or "",
         RAGU_WORKER_HEARTBEAT_SECONDS="0.3",
         RAGU_AUTO_MIGRATE="false",
     )

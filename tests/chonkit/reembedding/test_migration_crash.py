@@ -22,7 +22,7 @@ from chonkit.app import create_app
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.worker import EmbeddingWorker
 from common.clients import SharedClients
-from common.config import Settings
+from common.config import Settings, reveal
 from common.db import PoolDatabase
 from common.embedders.base import EmbedderRegistry
 from common.vectors.registry import VectorRegistry
@@ -66,7 +66,7 @@ def start_worker(settings: Settings, database_url: str, log: Path) -> subprocess
     env.update(
         DATABASE_URL=database_url,
         RAGU_DATA_DIR=settings.data_dir,
-        RAGU_AUTH_HS256_SECRET=settings.auth_hs256_secret or "",
+        RAGU_AUTH_HS256_SECRET=reveal(settings.auth_hs256_secret) or "",
         RAGU_WORKER_HEARTBEAT_SECONDS="0.3",
     )
     with log.open("ab") as stderr:
