@@ -187,7 +187,6 @@ class ChunkPreviewRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaul
 
 
 class Citation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    citation: int
     collection: str
     vector_provider: str
     document_id: str
@@ -198,10 +197,11 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     score: float
     legs: Legs | None = None
     rerank_score: float | None = None
-    document_hits: int | None = None
     ocr: bool = False
     distance: float | None = None
     chunk_index: int | None = None
+    citation: int
+    document_hits: int | None = None
 
 
 class Collection(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

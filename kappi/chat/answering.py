@@ -30,6 +30,7 @@ from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, about_something
 from kappi.llm.prompt import CONTEXT_PLACEHOLDER, grounded_question
 from kappi.llm.registry import EXTRACTIVE, LlmFallback, LlmRegistry
 from kappi.llm.windows import sized
+from kappi.retrieval.models import FoundPassage
 from kappi.retrieval.service import Retrieval, RetrievedChunk, Retriever, rerank_choice
 
 log = logging.getLogger(__name__)
@@ -387,26 +388,19 @@ class _Run:
 
 
 def citations_of(retrieval: Retrieval) -> list[Citation]:
-    """The passages a retrieval found, numbered as an answer cites them."""
-    return [
-        Citation(
-            citation=n,
-            collection=c.collection,
-            vector_provider=c.vector_provider,
-            document_id=c.document_id,
-            document_name=c.document_name,
-            page_start=c.page_start,
-            page_end=c.page_end,
-            text=c.text,
-            score=round(c.score, 6),
-            legs=c.legs,
-            rerank_score=c.rerank_score,
-            ocr=c.ocr,
-            distance=round(c.distance, 6),
-            chunk_index=c.chunk_index,
-        )
-        for n, c in enumerate(retrieval.chunks, start=1)
-    ]
+    """The passages a retrieval found, numbered as an answer cites them. A citation takes every field of the
+    passage's :class:`FoundPassage` as it is, so a field added there reaches the API with nothing to copy by hand."""
+    return [Citation(citation=n, **_found(c)) for n, c in enumerate(retrieval.chunks, start=1)]
+
+
+_FOUND = FoundPassage.__struct_fields__
+
+
+def _found(chunk: RetrievedChunk) -> dict[str, Any]:
+    """The passage's :class:`FoundPassage` fields, its scores rounded to 6 places as the API has always given them."""
+    fields = {name: getattr(chunk, name) for name in _FOUND}
+    fields["score"], fields["distance"] = round(chunk.score, 6), round(chunk.distance, 6)
+    return fields
 
 
 def _instructions(config: AgentVersion, request: LlmRequest) -> str:

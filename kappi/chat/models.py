@@ -8,10 +8,10 @@ from uuid import UUID
 
 import msgspec
 
-from common.vectors.base import Legs
 from kappi.agent.models import FilterValues
 from kappi.llm.base import Usage
 from kappi.llm.registry import LlmFallback
+from kappi.retrieval.models import FoundPassage
 
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
@@ -79,33 +79,13 @@ class ChatRow(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
 
 
-class Citation(msgspec.Struct, frozen=True, kw_only=True):
-    """Where a passage of an answer came from; numbered as the ``[n]`` markers in the answer."""
+class Citation(FoundPassage, frozen=True, kw_only=True):
+    """Where a passage of an answer came from; numbered as the ``[n]`` markers in the answer. Its other fields are
+    the passage's own (:class:`~kappi.retrieval.models.FoundPassage`), scores rounded to 6 places."""
 
     citation: int
-    collection: str
-    vector_provider: str
-    document_id: str
-    document_name: str | None
-    page_start: int | None
-    page_end: int | None
-    text: str
-    score: float
-    """Its collection's mode's score: cosine similarity (dense), BM25 (lexical) or the fused score (hybrid)."""
-    legs: Legs | None = None
-    """Lexical and hybrid searches: the passage's rank in each leg (``null``: that leg did not find it), its BM25
-    score and the fused score — what hybrid changed."""
-    rerank_score: float | None = None
-    """The agent's reranker's relevance score; ``null`` when it has none, or it was unavailable."""
     document_hits: int | None = None
     """Retrieve with ``group_by: document``: how many of the passages found came from this document."""
-    ocr: bool = False
-    """The passage's text was recognised by OCR from a scanned page or an image, so it may hold misreadings."""
-    distance: float | None = None
-    """The cosine distance between the question and the passage, in every mode (``1 - distance`` is their cosine
-    similarity); ``null`` in answers stored before it was recorded."""
-    chunk_index: int | None = None
-    """The passage's chunk number in its document; ``null`` for a chunk another application wrote without one."""
 
 
 class Timings(msgspec.Struct, frozen=True, kw_only=True):

@@ -28,11 +28,12 @@ from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.rerankers.base import RerankerRegistry
 from common.telemetry import observe_retrieval, span
-from common.vectors.base import ChunkFields, Legs, Search, SearchFilter, SearchHit, read_chunk
+from common.vectors.base import ChunkFields, Search, SearchFilter, SearchHit, read_chunk
 from common.vectors.registry import VectorRegistry
 from kappi.access.identities import IdentityReader, IdentityStatus
 from kappi.access.policy import Reason, Verdict, collection_groups
 from kappi.agent.models import AgentVersion, Assignment
+from kappi.retrieval.models import FoundPassage
 from schemas.models import Identity
 
 T = TypeVar("T")
@@ -61,29 +62,15 @@ class Searchable(msgspec.Struct, frozen=True, kw_only=True):
     identity: Identity
 
 
-class RetrievedChunk(msgspec.Struct, frozen=True, kw_only=True):
-    vector_provider: str
-    collection: str
+class RetrievedChunk(FoundPassage, frozen=True, kw_only=True):
+    """A passage as answering reads it: the fields it is cited with, and what the LLM and neighbour joining need."""
+
     instruction: str
-    document_id: str
-    document_name: str | None
-    page_start: int | None
-    page_end: int | None
-    text: str
-    """The matching chunk, as cited."""
+    """Its collection's note to the LLM (the assignment's)."""
     context: str
     """What the LLM reads: the parent chunk for parent/child documents, else the chunk itself."""
-    score: float
-    """Its collection's mode's score: cosine similarity (dense), BM25 (lexical) or the fused score (hybrid)."""
     distance: float
-    """Cosine distance to the question, in every mode."""
-    legs: Legs | None = None
-    """Lexical and hybrid: which leg found it, at which rank."""
-    rerank_score: float | None = None
-    """The reranker's relevance score, when the agent's reranker ordered the passages."""
-    ocr: bool = False
-    """Its text was recognised by OCR from a scanned page (chonkit marks such chunks)."""
-    chunk_index: int | None = None
+    """Cosine distance to the question, in every mode: always known for a passage just found."""
     char_start: int | None = None
     char_end: int | None = None
     """Where the chunk is in its document (``None`` for another application's chunks): neighbours are joined."""
