@@ -348,20 +348,18 @@ class Product:
 
     async def create_collection(self, engine: str) -> Collection:
         from chonkit.collection.models import CollectionCreate
-        from chonkit.collection.repository import CollectionRepository
         from chonkit.collection.service import CollectionService
 
-        async with self.db.transaction() as conn:
-            service = CollectionService(CollectionRepository(conn), self.vectors, self.embedders)
-            return await service.create(CollectionCreate(name=f"Scifact_{engine}", vector_provider=engine))
+        service = CollectionService(self.db, self.vectors, self.embedders)
+        return await service.create(CollectionCreate(name=f"Scifact_{engine}", vector_provider=engine))
 
     async def search(
         self, collection: Collection, query: str, *, k: int, mode: RetrievalMode, dense_weight: float | None = None
     ) -> tuple[list[tuple[str, float]], float, float]:
-        """One search test bench request as the HTTP handler makes it (a transaction, the service's ``search``):
+        """One search test bench request as the HTTP handler makes it (the service's ``search``, which reads the row in
+        a transaction of its own):
         (document id, score) per chunk hit, the request's wall milliseconds and the store's (``search_ms``)."""
         from chonkit.collection.models import SearchRequest
-        from chonkit.collection.repository import CollectionRepository
         from chonkit.collection.service import CollectionService
 
         if dense_weight is None:
@@ -369,9 +367,8 @@ class Product:
         else:
             request = SearchRequest(query=query, limit=k, mode=mode, dense_weight=dense_weight)
         started = time.perf_counter()
-        async with self.db.transaction() as conn:
-            service = CollectionService(CollectionRepository(conn), self.vectors, self.embedders)
-            response = await service.search(collection.id, request)
+        service = CollectionService(self.db, self.vectors, self.embedders)
+        response = await service.search(collection.id, request)
         request_ms = (time.perf_counter() - started) * 1000
         return [(hit.document_id, hit.score) for hit in response.hits], request_ms, response.search_ms
 

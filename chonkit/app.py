@@ -1,26 +1,24 @@
 """Chonkit: the admin API that turns uploaded documents into vector collections.
 
-:class:`Chonkit` is the composition root: every collaborator the handlers use, built once in the lifespan. The
-``provide_*`` functions below make each request's services from it and the request's transaction; handlers
-take those as typed dependencies, call one method and return.
+:class:`Chonkit` is the composition root: every service the handlers use, built once in the lifespan. The
+``provide_*`` functions below hand them to handlers as typed dependencies; a handler calls one method and returns,
+and the method opens its own short transactions.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from litestar import Litestar, Router
 from litestar.datastructures import State
-from litestar.di import NamedDependency, Provide
+from litestar.di import Provide
 
 from chonkit.background import NONE_HERE, Background, background_work
 from chonkit.collection.controller import CollectionController, ProviderController
-from chonkit.collection.repository import CollectionRepository
 from chonkit.collection.service import CollectionService
 from chonkit.document.controller import DocumentController
-from chonkit.document.repository import DocumentRepository
 from chonkit.document.service import DocumentService, RegistryTokenizers, UnusedOriginals
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.controller import CollectionJobController, JobController
@@ -30,29 +28,52 @@ from chonkit.reembedding.controller import EmbeddingModelController
 from chonkit.reembedding.service import ReembeddingService
 from chonkit.source.controller import SourceController
 from chonkit.source.service import RunFeed, SourceService
-from chonkit.source.sync import SourceLimits, source_limits
+from chonkit.source.sync import source_limits
 from common import telemetry
 from common.auth import Authenticator
 from common.clients import SharedClients
 from common.config import Settings
 from common.db import Database
-from common.db.database import Connection
 from common.http.app import build_service_app
 from common.http.security import admin_only
 
 
 @dataclass(frozen=True, slots=True)
 class Chonkit:
-    """What chonkit's handlers are built from; one per app, made when its database and clients are open."""
+    """What chonkit's handlers call, built once per app when its database and clients are open. Every service takes
+    the database and opens its own short transactions (docs/architecture.md), so none is made per request."""
 
-    db: Database
-    clients: SharedClients
-    blobs: BlobStore
-    tokenizers: RegistryTokenizers
-    max_upload_bytes: int
-    wake_worker: Callable[[], None]
-    source_limits: SourceLimits
-    wake_sources: Callable[[], None]
+    documents: DocumentService
+    originals: UnusedOriginals
+    collections: CollectionService
+    jobs: JobService
+    feed: JobFeed
+    sources: SourceService
+    run_feed: RunFeed
+    reembedding: ReembeddingService
+
+
+def compose_chonkit(
+    db: Database, clients: SharedClients, blobs: BlobStore, settings: Settings, background: Background
+) -> Chonkit:
+    """Chonkit's services on this database, these clients and this process's background work."""
+    wake_worker = background.wake_worker
+    return Chonkit(
+        documents=DocumentService(
+            db,
+            blobs,
+            RegistryTokenizers(clients.embedders),
+            max_upload_bytes=settings.chonkit_max_upload_bytes,
+            vectors=clients.vectors,
+        ),
+        originals=UnusedOriginals(db, blobs),
+        collections=CollectionService(db, clients.vectors, clients.embedders),
+        jobs=JobService(db, wake_worker=wake_worker),
+        feed=JobFeed(db),
+        sources=SourceService(db, source_limits(settings), wake=background.wake_sources, wake_worker=wake_worker),
+        run_feed=RunFeed(db),
+        reembedding=ReembeddingService(db, clients.vectors, clients.embedders, wake_worker=wake_worker),
+    )
 
 
 def chonkit_of(state: State) -> Chonkit:
@@ -60,48 +81,36 @@ def chonkit_of(state: State) -> Chonkit:
     return chonkit
 
 
-def provide_documents(state: State, conn: NamedDependency[Connection]) -> DocumentService:
-    root = chonkit_of(state)
-    return DocumentService(
-        DocumentRepository(conn),
-        root.blobs,
-        root.tokenizers,
-        max_upload_bytes=root.max_upload_bytes,
-        vectors=root.clients.vectors,
-        collections=CollectionRepository(conn),
-    )
+def provide_documents(state: State) -> DocumentService:
+    return chonkit_of(state).documents
 
 
 def provide_originals(state: State) -> UnusedOriginals:
-    root = chonkit_of(state)
-    return UnusedOriginals(root.db, root.blobs)
+    return chonkit_of(state).originals
 
 
-def provide_collections(state: State, conn: NamedDependency[Connection]) -> CollectionService:
-    root = chonkit_of(state)
-    return CollectionService(CollectionRepository(conn), root.clients.vectors, root.clients.embedders)
+def provide_collections(state: State) -> CollectionService:
+    return chonkit_of(state).collections
 
 
-def provide_jobs(state: State, conn: NamedDependency[Connection]) -> JobService:
-    return JobService(conn, wake_worker=chonkit_of(state).wake_worker)
+def provide_jobs(state: State) -> JobService:
+    return chonkit_of(state).jobs
 
 
-def provide_reembedding(state: State, conn: NamedDependency[Connection]) -> ReembeddingService:
-    root = chonkit_of(state)
-    return ReembeddingService(conn, root.clients.vectors, root.clients.embedders, wake_worker=root.wake_worker)
+def provide_reembedding(state: State) -> ReembeddingService:
+    return chonkit_of(state).reembedding
 
 
 def provide_feed(state: State) -> JobFeed:
-    return JobFeed(chonkit_of(state).db)
+    return chonkit_of(state).feed
 
 
-def provide_sources(state: State, conn: NamedDependency[Connection]) -> SourceService:
-    root = chonkit_of(state)
-    return SourceService(conn, root.source_limits, wake=root.wake_sources, wake_worker=root.wake_worker)
+def provide_sources(state: State) -> SourceService:
+    return chonkit_of(state).sources
 
 
 def provide_run_feed(state: State) -> RunFeed:
-    return RunFeed(chonkit_of(state).db)
+    return chonkit_of(state).run_feed
 
 
 DEPENDENCIES = {
@@ -134,21 +143,11 @@ def create_app(
     clients = clients or SharedClients(settings)
     blobs = BlobStore(settings.data_path / "documents")
     run_worker = settings.chonkit_inprocess_worker if worker is None else worker
-    limits = source_limits(settings)
 
     @asynccontextmanager
     async def compose(app: Litestar) -> AsyncIterator[None]:
         async with clients.opened(), _background(app.state.db) as background:
-            app.state.chonkit = Chonkit(
-                db=app.state.db,
-                clients=clients,
-                blobs=blobs,
-                tokenizers=RegistryTokenizers(clients.embedders),
-                max_upload_bytes=settings.chonkit_max_upload_bytes,
-                wake_worker=background.wake_worker,
-                source_limits=limits,
-                wake_sources=background.wake_sources,
-            )
+            app.state.chonkit = compose_chonkit(app.state.db, clients, blobs, settings, background)
             yield
 
     @asynccontextmanager

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from chonkit.document.service import RegistryTokenizers
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.worker import EmbeddingWorker
 from chonkit.source.sync import SourceSyncer, source_limits
@@ -43,7 +42,6 @@ async def background_work(
     syncer = SourceSyncer(
         db,
         blobs,
-        RegistryTokenizers(clients.embedders),
         clients.vectors,
         source_limits(settings),
         heartbeat_seconds=heartbeat,

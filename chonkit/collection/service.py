@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from uuid import UUID
 
 import msgspec
@@ -29,6 +30,7 @@ from chonkit.collection.models import (
     SearchResponse,
 )
 from chonkit.collection.repository import CollectionRepository
+from common.db import Database
 from common.embedders.base import EmbedderRegistry
 from common.errors import Conflict, InvalidInput, NotFound
 from common.groups import check_groups
@@ -75,16 +77,35 @@ def provider_catalog(vectors: VectorRegistry, embedders: EmbedderRegistry) -> Pr
     return Providers(vector_providers=vectors.providers(), embedding_models=models)
 
 
+async def _collection(repo: CollectionRepository, collection_id: UUID) -> Collection:
+    collection = await repo.get(collection_id)
+    if collection is None:
+        raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
+    return collection
+
+
 class CollectionService:
-    def __init__(self, repo: CollectionRepository, vectors: VectorRegistry, embedders: EmbedderRegistry) -> None:
-        self.repo = repo
+    """Each method runs in short transactions of its own. A change of both the row and the vector store (create,
+    groups, delete) calls the store inside the row's transaction, under the collection's lock where it has one: a
+    store that refuses rolls the row back, and no embedding write of the collection comes in between. Reads of the
+    store and the search's embedding run after the row's transaction has ended, holding no connection."""
+
+    def __init__(self, db: Database, vectors: VectorRegistry, embedders: EmbedderRegistry) -> None:
+        self.db = db
         self.vectors = vectors
         self.embedders = embedders
+
+    @asynccontextmanager
+    async def _repo(self) -> AsyncIterator[CollectionRepository]:
+        async with self.db.transaction() as conn:
+            yield CollectionRepository(conn)
 
     def providers(self) -> Providers:
         return provider_catalog(self.vectors, self.embedders)
 
     async def create(self, request: CollectionCreate) -> Collection:
+        """The row first, so a duplicate name is refused before the store is touched; the store's collection is
+        created before the row commits, so a store that refuses leaves no row."""
         store = self.vectors.get(request.vector_provider)
         model = request.model or self.embedders.models(request.embedding_provider)[0].model
         spec = self.embedders.spec(request.embedding_provider, model)
@@ -108,29 +129,32 @@ class CollectionService:
                 f"A collection named {request.name!r} already exists in {request.vector_provider}.",
                 code="collection_exists",
             )
-        collection = await self.repo.insert(
-            id=collection_id,
-            name=request.name,
-            vector_provider=request.vector_provider,
-            embedding_provider=spec.provider,
-            model=spec.model,
-            dimension=spec.dimension,
-            groups=groups,
-        )
-        await store.create_collection(identity, spec.dimension)
+        async with self._repo() as repo:
+            collection = await repo.insert(
+                id=collection_id,
+                name=request.name,
+                vector_provider=request.vector_provider,
+                embedding_provider=spec.provider,
+                model=spec.model,
+                dimension=spec.dimension,
+                groups=groups,
+            )
+            await store.create_collection(identity, spec.dimension)
         return collection
 
     async def all(self) -> list[Collection]:
-        return await self.repo.all()
+        async with self._repo() as repo:
+            return await repo.all()
 
     async def get(self, collection_id: UUID) -> Collection:
-        collection = await self.repo.get(collection_id)
-        if collection is None:
-            raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
-        return collection
+        async with self._repo() as repo:
+            return await _collection(repo, collection_id)
 
     async def detail(self, collection_id: UUID) -> CollectionDetail:
-        collection = await self.get(collection_id)
+        """The row and its documents in one transaction; the store's identity and count read after it."""
+        async with self._repo() as repo:
+            collection = await _collection(repo, collection_id)
+            documents = await repo.documents(collection_id)
         store = self.vectors.get(collection.vector_provider)
         stored = await store.read_identity(collection.name)
         violations = (
@@ -145,34 +169,35 @@ class CollectionService:
             matches_database=stored == identity_of(collection).to_dict(),
         )
         count = await store.count(collection.name) if stored is not None else 0
-        return CollectionDetail(
-            collection=collection,
-            identity=check,
-            vector_count=count,
-            documents=await self.repo.documents(collection_id),
-        )
+        return CollectionDetail(collection=collection, identity=check, vector_count=count, documents=documents)
 
     async def set_groups(self, collection_id: UUID, groups: list[str]) -> Collection:
-        """Replace the groups: the row, the identity record, then every chunk's copy — under the collection's
-        lock, so an embedding job cannot write chunks with the old groups in between."""
-        collection = await self.get(collection_id)
-        groups = check_groups(groups)
-        await refuse_if_migrating(self.repo.conn, collection_id)
-        await self.repo.lock(collection_id)
-        await self.repo.set_groups(collection_id, groups)
-        await self.vectors.get(collection.vector_provider).set_groups(collection.name, groups)
-        return await self.get(collection_id)
+        """Replace the groups: the row, the identity record, then every chunk's copy — in one transaction under the
+        collection's lock, so an embedding job cannot write chunks with the old groups in between, and a store that
+        fails leaves the row's groups as they were."""
+        async with self._repo() as repo:
+            collection = await _collection(repo, collection_id)
+            groups = check_groups(groups)
+            await refuse_if_migrating(repo.conn, collection_id)
+            await repo.lock(collection_id)
+            await repo.set_groups(collection_id, groups)
+            await self.vectors.get(collection.vector_provider).set_groups(collection.name, groups)
+            return await _collection(repo, collection_id)
 
     async def delete(self, collection_id: UUID) -> None:
-        collection = await self.get(collection_id)
-        await self.repo.lock(collection_id)
-        await drop_building_version(self.repo.conn, self.vectors, collection)
-        await self.repo.delete(collection_id)
-        await self.vectors.get(collection.vector_provider).drop_collection(collection.name)
+        """Under the collection's lock, in one transaction: the version being built, the row, then the store's
+        collection; a store that fails to drop it keeps the row, so the deletion can be asked again."""
+        async with self._repo() as repo:
+            collection = await _collection(repo, collection_id)
+            await repo.lock(collection_id)
+            await drop_building_version(repo.conn, self.vectors, collection)
+            await repo.delete(collection_id)
+            await self.vectors.get(collection.vector_provider).drop_collection(collection.name)
 
     async def search(self, collection_id: UUID, request: SearchRequest) -> SearchResponse:
         """The admin's retrieval test bench: no access filter, the collection's own embedding model. The query
-        is embedded in every mode: ``distance`` (and ``max_distance``) is the cosine distance in all of them."""
+        is embedded in every mode: ``distance`` (and ``max_distance``) is the cosine distance in all of them. The row
+        is read in a transaction of its own; the embedding and the search hold no connection."""
         collection = await self.get(collection_id)
         embedder = self.embedders.get(collection.embedding_provider, collection.model)
         started = time.perf_counter()

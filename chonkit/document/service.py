@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 from uuid import UUID
@@ -41,6 +42,7 @@ from chonkit.document.repository import SORTABLE, DocumentRepository
 from chonkit.document.storage import BlobStore, sha256_hex
 from chonkit.jobs.repository import JobRepository
 from common.db import Database
+from common.db.database import Connection
 from common.embedders.base import EmbedderRegistry
 from common.errors import AppError, InvalidInput, NotFound, PayloadTooLarge
 from common.vectors.registry import VectorRegistry
@@ -91,64 +93,175 @@ def check_filename(name: str) -> str:
     return normalized
 
 
+class CheckedFile(msgspec.Struct, frozen=True, kw_only=True):
+    """An incoming file that is known to be readable: named, sniffed and parsed, not yet stored."""
+
+    filename: str
+    name: str
+    doc_type: DocumentType
+    data: bytes
+    digest: str
+    page_count: int | None
+    ocr_pages: tuple[int, ...]
+
+
+async def check_file(incoming: IncomingFile, max_upload_bytes: int) -> CheckedFile | UploadResult:
+    """The file checked as an upload checks it, or its rejection; parsed in a process of its own and outside any
+    transaction, so a slow file holds no connection. A server-side failure (5xx) is raised, not a rejection."""
+    try:
+        name = check_filename(incoming.filename)
+        if len(incoming.data) > max_upload_bytes:
+            raise PayloadTooLarge(
+                f"{name} is {len(incoming.data)} bytes; the limit is {max_upload_bytes}.", code="file_too_large"
+            )
+        doc_type = sniff(name, incoming.data)
+        # Checked, not recognised: OCR's seconds a page belong to the embedding worker, not to the upload request.
+        parsed = await parse_isolated(incoming.data, doc_type, ParseConfig(), recognise=False)
+    except AppError as exc:
+        if exc.status >= 500:
+            raise
+        problem = Problem(status=exc.status, code=exc.code, detail=exc.detail)
+        return UploadResult(filename=incoming.filename, status="rejected", error=problem)
+    return CheckedFile(
+        filename=incoming.filename,
+        name=name,
+        doc_type=doc_type,
+        data=incoming.data,
+        digest=sha256_hex(incoming.data),
+        page_count=parsed.page_count,
+        ocr_pages=tuple(parsed.ocr_pages),
+    )
+
+
+async def store_files(conn: Connection, blobs: BlobStore, files: Sequence[CheckedFile]) -> list[UploadResult]:
+    """Store checked files in the caller's transaction: a row each unless its bytes are stored already, and the
+    original of each new one. The digests' locks are held to the end of the transaction, so a blob removal left
+    behind by a deletion cannot take the original of a document uploaded again now."""
+    repo = DocumentRepository(conn)
+    await repo.lock_blobs(f.digest for f in files)
+    results = []
+    for checked in files:
+        document, created = await repo.insert_unless_duplicate(
+            id=uuid.uuid4(),
+            name=checked.name,
+            doc_type=checked.doc_type.value,
+            media_type=checked.doc_type.media_type,
+            sha256=checked.digest,
+            size_bytes=len(checked.data),
+            page_count=checked.page_count,
+            ocr_pages=list(checked.ocr_pages),
+        )
+        if created:
+            await asyncio.to_thread(blobs.put, checked.data)
+        results.append(
+            UploadResult(filename=checked.filename, status="created" if created else "duplicate", document=document)
+        )
+    return results
+
+
+async def patch_document(conn: Connection, document_id: UUID, patch: DocumentPatch) -> Document:
+    """Apply the patch in the caller's transaction. Chunks carry their document's name, tags and label, so a change
+    of any is queued for every collection holding the document, in the same transaction; the embedding worker
+    writes the document's values as they are then to the vector stores (and keeps the update queued while a store
+    is down)."""
+    repo = DocumentRepository(conn)
+    changes: dict[str, Any] = {
+        field: value for field in patch.__struct_fields__ if (value := getattr(patch, field)) is not msgspec.UNSET
+    }
+    if "name" in changes:
+        changes["name"] = check_filename(changes["name"])
+    if not changes:
+        return await _document(repo, document_id)
+    document = await repo.update(document_id, changes)
+    if document is None:
+        raise NotFound(f"No document {document_id}.", code="document_not_found")
+    if changes.keys() & CARRIED_BY_CHUNKS:
+        await CollectionRepository(conn).queue_document_update(document_id)
+    return document
+
+
+async def delete_document(conn: Connection, vectors: VectorRegistry, document_id: UUID) -> Document:
+    """Delete its vectors from every collection, then the row, in the caller's transaction; the caller removes the
+    blob after commit.
+
+    ``409 collection_migrating`` while a collection holding the document (or re-embedding it) moves to another
+    model, like every other change of that collection's documents: the move would fail on the missing
+    document and throw away the re-embedding of all the others.
+
+    Every collection that holds the document or is embedding it is locked to the end of the transaction, so a
+    worker writing the document's chunks there either finishes first (and its chunks are deleted here) or
+    finds the document gone and writes nothing. A collection the document is only being embedded into counts
+    too: its write, holding the document's row, made this deletion wait and then left its chunks behind. So the
+    vector stores are called inside the transaction, under those locks: a store that fails keeps the row (the
+    deletion can be asked again) rather than leaving chunks of a document that is gone."""
+    repo, collections = DocumentRepository(conn), CollectionRepository(conn)
+    holding = {c.id: c for c in await collections.collections_of_document(document_id)}
+    embedding = await JobRepository(conn).collections_pending(document_id)
+    await refuse_if_any_migrating(conn, [*holding, *embedding])
+    for collection_id in sorted({*holding, *embedding}):
+        await collections.lock(collection_id)
+        collection = holding.get(collection_id) or await collections.get(collection_id)
+        if collection is not None:
+            await vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
+    await repo.cancel_pending_jobs(document_id)
+    document = await repo.delete(document_id)
+    if document is None:
+        raise NotFound(f"No document {document_id}.", code="document_not_found")
+    return document
+
+
+async def _document(repo: DocumentRepository, document_id: UUID) -> Document:
+    document = await repo.get(document_id)
+    if document is None:
+        raise NotFound(f"No document {document_id}.", code="document_not_found")
+    return document
+
+
+async def _config(repo: DocumentRepository, document_id: UUID) -> DocumentConfig:
+    stored = await repo.get_config(document_id)
+    if stored is None:
+        raise NotFound(f"No document {document_id}.", code="document_not_found")
+    return msgspec.convert({"parse": stored.parse or {}, "chunk": stored.chunk}, DocumentConfig)
+
+
 class DocumentService:
+    """Each method runs in short transactions of its own. Parsing and chunking (uploads, previews) run in processes
+    of their own between those transactions, holding no connection: a preview of a long PDF does not keep one of
+    the pool's connections from everyone else."""
+
     def __init__(
         self,
-        repo: DocumentRepository,
+        db: Database,
         blobs: BlobStore,
         tokenizers: Tokenizers,
         *,
         max_upload_bytes: int,
         vectors: VectorRegistry,
-        collections: CollectionRepository,
     ) -> None:
-        self.repo = repo
+        self.db = db
         self.blobs = blobs
         self.tokenizers = tokenizers
         self.max_upload_bytes = max_upload_bytes
         self.vectors = vectors
-        self.collections = collections
+
+    @asynccontextmanager
+    async def _repo(self) -> AsyncIterator[DocumentRepository]:
+        async with self.db.transaction() as conn:
+            yield DocumentRepository(conn)
 
     async def upload(self, files: Sequence[IncomingFile]) -> list[UploadResult]:
-        """Per-file results in request order: created, duplicate (same bytes as a stored document) or rejected."""
+        """Per-file results in request order: created, duplicate (same bytes as a stored document) or rejected.
+        Every file is checked first; those that pass are stored together in one transaction."""
         if not files:
             raise InvalidInput("Send at least one file in the multipart field 'files'.", code="no_files")
-        # A blob removal left behind by a deletion must not take the original of a document uploaded again now.
-        await self.repo.lock_blobs(sha256_hex(incoming.data) for incoming in files)
-        results = []
-        for incoming in files:
-            try:
-                results.append(await self._upload_one(incoming))
-            except AppError as exc:
-                if exc.status >= 500:
-                    raise
-                problem = Problem(status=exc.status, code=exc.code, detail=exc.detail)
-                results.append(UploadResult(filename=incoming.filename, status="rejected", error=problem))
-        return results
-
-    async def _upload_one(self, incoming: IncomingFile) -> UploadResult:
-        name = check_filename(incoming.filename)
-        if len(incoming.data) > self.max_upload_bytes:
-            raise PayloadTooLarge(
-                f"{name} is {len(incoming.data)} bytes; the limit is {self.max_upload_bytes}.", code="file_too_large"
-            )
-        doc_type = sniff(name, incoming.data)
-        # Checked, not recognised: OCR's seconds a page belong to the embedding worker, not to the upload request.
-        parsed = await parse_isolated(incoming.data, doc_type, ParseConfig(), recognise=False)
-        digest = sha256_hex(incoming.data)
-        document, created = await self.repo.insert_unless_duplicate(
-            id=uuid.uuid4(),
-            name=name,
-            doc_type=doc_type.value,
-            media_type=doc_type.media_type,
-            sha256=digest,
-            size_bytes=len(incoming.data),
-            page_count=parsed.page_count,
-            ocr_pages=list(parsed.ocr_pages),
-        )
-        if created:
-            await asyncio.to_thread(self.blobs.put, incoming.data)
-        return UploadResult(filename=incoming.filename, status="created" if created else "duplicate", document=document)
+        checked = [await check_file(incoming, self.max_upload_bytes) for incoming in files]
+        readable = [c for c in checked if isinstance(c, CheckedFile)]
+        stored: list[UploadResult] = []
+        if readable:
+            async with self.db.transaction() as conn:
+                stored = await store_files(conn, self.blobs, readable)
+        results = iter(stored)
+        return [next(results) if isinstance(c, CheckedFile) else c for c in checked]
 
     async def page(self, *, limit: int, offset: int, sort: str, search: str | None) -> DocumentPage:
         column = sort.removeprefix("-")
@@ -157,89 +270,58 @@ class DocumentService:
                 f"Cannot sort by {sort!r}; use one of {sorted(SORTABLE)}, with '-' for descending.",
                 code="invalid_sort",
             )
-        items, total = await self.repo.page(
-            limit=limit, offset=offset, sort=column, descending=sort.startswith("-"), search=search or None
-        )
+        async with self._repo() as repo:
+            items, total = await repo.page(
+                limit=limit, offset=offset, sort=column, descending=sort.startswith("-"), search=search or None
+            )
         return DocumentPage(items=items, total=total, limit=limit, offset=offset)
 
     async def get(self, document_id: UUID) -> Document:
-        document = await self.repo.get(document_id)
-        if document is None:
-            raise NotFound(f"No document {document_id}.", code="document_not_found")
-        return document
+        async with self._repo() as repo:
+            return await _document(repo, document_id)
 
     async def patch(self, document_id: UUID, patch: DocumentPatch) -> Document:
-        """Chunks carry their document's name, tags and label, so a change of any is queued for every collection
-        holding the document, in this transaction; the embedding worker writes the document's values as they are
-        then to the vector stores (and keeps the update queued while a store is down)."""
-        changes: dict[str, Any] = {
-            field: value for field in patch.__struct_fields__ if (value := getattr(patch, field)) is not msgspec.UNSET
-        }
-        if "name" in changes:
-            changes["name"] = check_filename(changes["name"])
-        if not changes:
-            return await self.get(document_id)
-        document = await self.repo.update(document_id, changes)
-        if document is None:
-            raise NotFound(f"No document {document_id}.", code="document_not_found")
-        if changes.keys() & CARRIED_BY_CHUNKS:
-            await self.collections.queue_document_update(document_id)
-        return document
+        """:func:`patch_document` in a transaction of its own."""
+        async with self.db.transaction() as conn:
+            return await patch_document(conn, document_id, patch)
 
     async def delete(self, document_id: UUID) -> Document:
-        """Delete its vectors from every collection, then the row; the caller removes the blob after commit.
-
-        ``409 collection_migrating`` while a collection holding the document (or re-embedding it) moves to another
-        model, like every other change of that collection's documents: the move would fail on the missing
-        document and throw away the re-embedding of all the others.
-
-        Every collection that holds the document or is embedding it is locked to the end of the transaction, so a
-        worker writing the document's chunks there either finishes first (and its chunks are deleted here) or
-        finds the document gone and writes nothing. A collection the document is only being embedded into counts
-        too: its write, holding the document's row, made this deletion wait and then left its chunks behind."""
-        holding = {c.id: c for c in await self.collections.collections_of_document(document_id)}
-        embedding = await JobRepository(self.repo.conn).collections_pending(document_id)
-        await refuse_if_any_migrating(self.repo.conn, [*holding, *embedding])
-        for collection_id in sorted({*holding, *embedding}):
-            await self.collections.lock(collection_id)
-            collection = holding.get(collection_id) or await self.collections.get(collection_id)
-            if collection is not None:
-                await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
-        await self.repo.cancel_pending_jobs(document_id)
-        document = await self.repo.delete(document_id)
-        if document is None:
-            raise NotFound(f"No document {document_id}.", code="document_not_found")
-        return document
+        """:func:`delete_document` in a transaction of its own; the caller removes the blob once this returns."""
+        async with self.db.transaction() as conn:
+            return await delete_document(conn, self.vectors, document_id)
 
     async def content_path(self, document_id: UUID) -> tuple[Document, Path]:
         document = await self.get(document_id)
+        return document, self._original(document)
+
+    def _original(self, document: Document) -> Path:
         path = self.blobs.path_for(document.sha256)
         if not path.exists():
-            raise NotFound(f"The original of document {document_id} is missing from the store.", code="blob_missing")
-        return document, path
+            raise NotFound(f"The original of document {document.id} is missing from the store.", code="blob_missing")
+        return path
 
     async def get_config(self, document_id: UUID) -> DocumentConfig:
-        stored = await self.repo.get_config(document_id)
-        if stored is None:
-            raise NotFound(f"No document {document_id}.", code="document_not_found")
-        return msgspec.convert({"parse": stored.parse or {}, "chunk": stored.chunk}, DocumentConfig)
+        async with self._repo() as repo:
+            return await _config(repo, document_id)
 
     async def set_config(self, document_id: UUID, config: DocumentConfig) -> DocumentConfig:
         """Validate completely before saving: regexes compile, page ranges fit the document, sizes make sense."""
-        document = await self.get(document_id)
-        self._check_parse_config(config.parse, document)
-        if config.chunk is not None:
-            validate_chunk_config(config.chunk)
-        await self.repo.set_config(
-            document_id,
-            msgspec.to_builtins(config.parse),
-            None if config.chunk is None else msgspec.to_builtins(config.chunk),
-        )
+        async with self._repo() as repo:
+            document = await _document(repo, document_id)
+            self._check_parse_config(config.parse, document)
+            if config.chunk is not None:
+                validate_chunk_config(config.chunk)
+            await repo.set_config(
+                document_id,
+                msgspec.to_builtins(config.parse),
+                None if config.chunk is None else msgspec.to_builtins(config.chunk),
+            )
         return config
 
     async def preview_parse(self, document_id: UUID, request: ParsePreviewRequest) -> ParsePreview:
-        config = request.parse or (await self.get_config(document_id)).parse
-        document, parsed = await self._parsed(document_id, config)
+        document, saved = await self._with_config(document_id)
+        config = request.parse or saved.parse
+        parsed = await self._parsed(document, config)
         blocks = parsed.blocks
         shown = 0
         sections = []
@@ -276,10 +358,10 @@ class DocumentService:
         )
 
     async def preview_chunks(self, document_id: UUID, request: ChunkPreviewRequest) -> ChunkPreview:
-        saved = await self.get_config(document_id)
+        document, saved = await self._with_config(document_id)
         config = validate_chunk_config(request.chunk or saved.chunk or default_chunk_config())
         provider, model, counter, max_tokens = self.tokenizers.resolve(request.embedding_provider, request.model)
-        _, parsed = await self._parsed(document_id, request.parse or saved.parse)
+        parsed = await self._parsed(document, request.parse or saved.parse)
         result = await chunk_isolated(parsed, config, provider, model, counter, max_tokens=max_tokens)
         oversized = set(result.oversized)
         return ChunkPreview(
@@ -294,13 +376,16 @@ class DocumentService:
             truncated=len(result.chunks) > PREVIEW_LIMIT or len(result.parents) > PREVIEW_LIMIT,
         )
 
-    async def _parsed(self, document_id: UUID, config: ParseConfig | None) -> tuple[Document, ParsedDocument]:
-        document, path = await self.content_path(document_id)
-        if config is None:
-            config = (await self.get_config(document_id)).parse
+    async def _with_config(self, document_id: UUID) -> tuple[Document, DocumentConfig]:
+        """What a preview reads from the database, in one short transaction before it parses."""
+        async with self._repo() as repo:
+            return await _document(repo, document_id), await _config(repo, document_id)
+
+    async def _parsed(self, document: Document, config: ParseConfig) -> ParsedDocument:
+        path = self._original(document)
         self._check_parse_config(config, document)
         data = await asyncio.to_thread(path.read_bytes)
-        return document, await parse_isolated(data, _doc_type(document), config)
+        return await parse_isolated(data, _doc_type(document), config)
 
     @staticmethod
     def _check_parse_config(config: ParseConfig, document: Document) -> None:

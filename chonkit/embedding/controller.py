@@ -52,8 +52,8 @@ class JobController(Controller):
         """``job`` events: the first carries the job's status and counts and no items; each later one the
         status, the counts and the items that changed since the event before (a change to many items comes
         as several events), ending when the job finishes — or an ``error`` event (``code``, ``detail``) when
-        the database becomes unavailable; the job itself carries on once it is back. The stream reads the
-        database on its own connections (a request's connection ends before streaming starts)."""
+        the database becomes unavailable; the job itself carries on once it is back. The stream holds no connection:
+        each poll reads the database in a short transaction of its own."""
         return ServerSentEvent(_sse(feed.follow(await jobs.get(job_id, limit=None))))
 
     @post("/{job_id:uuid}/cancel", status_code=HTTP_200_OK, summary="Cancel a job")

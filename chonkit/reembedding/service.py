@@ -58,30 +58,39 @@ def version_identity(collection: Collection, migration: Migration) -> Identity:
 
 
 class ReembeddingService:
-    """What an admin asks for: start a move, see it."""
+    """What an admin asks for: start a move, see it. Each method is one transaction of its own."""
 
     def __init__(
         self,
-        conn: Connection,
+        db: Database,
         vectors: VectorRegistry,
         embedders: EmbedderRegistry,
         *,
         wake_worker: Callable[[], None] = lambda: None,
     ) -> None:
-        self.conn = conn
-        self.migrations = MigrationRepository(conn)
-        self.collections = CollectionRepository(conn)
-        self.jobs = JobRepository(conn)
+        self.db = db
         self.vectors = vectors
         self.embedders = embedders
         self.wake_worker = wake_worker
 
     async def start(self, collection_id: UUID, change: EmbeddingChange) -> MigrationStatus:
         """Validate the model as collection creation does, then create the version (empty but for its identity)
-        and the job that fills it. The same model again is ``409 same_embedding_model``."""
-        if not await self.collections.hold(collection_id, exclusive=True):
+        and the job that fills it. The same model again is ``409 same_embedding_model``.
+
+        The store's version is created inside the transaction that records the migration, under the collection's
+        exclusive hold: a store that refuses leaves no migration behind, and no worker can claim the job before
+        its version exists (it commits with the job)."""
+        async with self.db.transaction() as conn:
+            migration = await self._begin(conn, collection_id, change)
+            status = await _status(JobRepository(conn), migration)
+        self.wake_worker()
+        return status
+
+    async def _begin(self, conn: Connection, collection_id: UUID, change: EmbeddingChange) -> Migration:
+        collections, migrations = CollectionRepository(conn), MigrationRepository(conn)
+        if not await collections.hold(collection_id, exclusive=True):
             raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
-        collection = await self._collection(collection_id)
+        collection = await _collection(collections, collection_id)
         model = change.model or self.embedders.models(change.embedding_provider)[0].model
         spec = self.embedders.spec(change.embedding_provider, model)
         if (spec.provider, spec.model) == (collection.embedding_provider, collection.model):
@@ -89,17 +98,17 @@ class ReembeddingService:
                 f"Collection {collection.name!r} is already embedded with {spec.provider}/{spec.model}.",
                 code="same_embedding_model",
             )
-        if await self.collections.version_building(collection_id) is not None:
+        if await collections.version_building(collection_id) is not None:
             raise collection_migrating(collection.name)
-        if await self.migrations.has_pending_items(collection_id):
+        if await migrations.has_pending_items(collection_id):
             raise Conflict(
                 f"Collection {collection.name!r} has documents being embedded or removed; wait for those jobs (or "
                 "cancel them) before changing its model.",
                 code="collection_busy",
             )
         job_id = uuid.uuid4()
-        documents = await self.collections.documents(collection_id)
-        migration = await self.migrations.create(
+        documents = await collections.documents(collection_id)
+        migration = await migrations.create(
             job_id=job_id,
             collection_id=collection_id,
             name=collection.name,
@@ -113,32 +122,35 @@ class ReembeddingService:
         )
         store = self.vectors.get(collection.vector_provider)
         await store.create_version(version_identity(collection, migration), spec.dimension, migration.version)
-        self.wake_worker()
-        return await self._status(migration)
+        return migration
 
     async def current(self, collection_id: UUID) -> CollectionModel:
         """The collection's model and its latest change, with that change's job."""
-        collection = await self._collection(collection_id)
-        migration = await self.migrations.latest(collection_id)
+        async with self.db.transaction() as conn:
+            collection = await _collection(CollectionRepository(conn), collection_id)
+            migration = await MigrationRepository(conn).latest(collection_id)
+            job = None if migration is None else await JobRepository(conn).get(migration.job_id)
         return CollectionModel(
             embedding_provider=collection.embedding_provider,
             model=collection.model,
             dimension=collection.dimension,
             migration=migration,
-            job=None if migration is None else await self.jobs.get(migration.job_id),
+            job=job,
         )
 
-    async def _status(self, migration: Migration) -> MigrationStatus:
-        job = await self.jobs.get(migration.job_id)
-        if job is None:  # the job row goes only with the migration's (cascade)
-            raise NotFound(f"No job {migration.job_id}.", code="job_not_found")
-        return MigrationStatus(migration=migration, job=job)
 
-    async def _collection(self, collection_id: UUID) -> Collection:
-        collection = await self.collections.get(collection_id)
-        if collection is None:
-            raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
-        return collection
+async def _status(jobs: JobRepository, migration: Migration) -> MigrationStatus:
+    job = await jobs.get(migration.job_id)
+    if job is None:  # the job row goes only with the migration's (cascade)
+        raise NotFound(f"No job {migration.job_id}.", code="job_not_found")
+    return MigrationStatus(migration=migration, job=job)
+
+
+async def _collection(collections: CollectionRepository, collection_id: UUID) -> Collection:
+    collection = await collections.get(collection_id)
+    if collection is None:
+        raise NotFound(f"No collection {collection_id}.", code="collection_not_found")
+    return collection
 
 
 class Settler:

@@ -43,12 +43,19 @@ import msgspec
 
 from chonkit.collection.models import Collection
 from chonkit.collection.repository import CollectionRepository
-from chonkit.document.models import DocumentPatch
+from chonkit.document.models import DocumentPatch, UploadResult
 from chonkit.document.parsing.doctype import EXTENSIONS, MEDIA_TYPES
 from chonkit.document.repository import DocumentRepository
-from chonkit.document.service import DocumentService, IncomingFile, Tokenizers, UnusedOriginals
+from chonkit.document.service import (
+    IncomingFile,
+    UnusedOriginals,
+    check_file,
+    delete_document,
+    patch_document,
+    store_files,
+)
 from chonkit.document.storage import BlobStore
-from chonkit.embedding.service import JobService
+from chonkit.embedding.service import enqueue_job
 from chonkit.jobs.repository import JobRepository
 from chonkit.jobs.runner import Runner, keep_claim
 from chonkit.source.folder import FOLDER_UNREADABLE, FolderLister
@@ -177,7 +184,6 @@ class SourceSyncer:
         self,
         db: Database,
         blobs: BlobStore,
-        tokenizers: Tokenizers,
         vectors: VectorRegistry,
         limits: SourceLimits,
         *,
@@ -191,7 +197,6 @@ class SourceSyncer:
     ) -> None:
         self.db = db
         self.blobs = blobs
-        self.tokenizers = tokenizers
         self.vectors = vectors
         self.limits = limits
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}:sources"
@@ -371,11 +376,14 @@ class SourceSyncer:
     async def _store(
         self, run: ClaimedRun, source: StoredSource, item: SourceItem, previous: KnownItem | None
     ) -> RunItem:
-        """Store the item as a document as an upload would (refused the same way), tagged with its source, and
-        record it in the run in the same transaction: a run that stops later knows every document it made."""
+        """Store the item as a document as an upload would (checked and refused the same way, before the transaction,
+        so its parse holds no connection), tagged with its source, and record it in the run in the same transaction:
+        a run that stops later knows every document it made."""
+        checked = await check_file(IncomingFile(filename=document_name(item), data=item.content), self.limits.max_bytes)
         async with self.db.transaction() as conn:
-            documents = self._documents(conn)
-            [result] = await documents.upload([IncomingFile(filename=document_name(item), data=item.content)])
+            [result] = (
+                [checked] if isinstance(checked, UploadResult) else await store_files(conn, self.blobs, [checked])
+            )
             if result.document is None:
                 problem = result.error
                 code, reason = ("rejected", "refused") if problem is None else (problem.code, problem.detail)
@@ -384,7 +392,7 @@ class SourceSyncer:
                 document = result.document
                 tag = source_tag(source.id)
                 if tag not in document.tags:
-                    await documents.patch(document.id, DocumentPatch(tags=[*document.tags, tag]))
+                    await patch_document(conn, document.id, DocumentPatch(tags=[*document.tags, tag]))
                 changed = previous is not None and previous.content_hash != item.content_hash
                 recorded = RunItem(
                     key=item.key,
@@ -418,13 +426,13 @@ class SourceSyncer:
                 return
             if not cancelled:
                 if documents:
-                    # Through the service admins use, so its refusals (a collection being migrated) apply here too.
-                    created = await JobService(conn, wake_worker=self.wake_worker).enqueue(
-                        collection.id, "embed", documents
-                    )
+                    # As admins queue one, so its refusals (a collection being migrated) apply here too.
+                    created = await enqueue_job(conn, collection.id, "embed", documents)
                     # None: every one is being embedded by another job; settling checks what that one wrote
                     job_id = None if created.job is None else created.job.id
                 await sources.set_run(run.id, "embedding", job_id=job_id)
+        if job_id is not None:
+            self.wake_worker()
         if cancelled:
             await self._abandon(run, "cancelled")
 
@@ -440,7 +448,7 @@ class SourceSyncer:
             for item in await sources.run_items(run.id):
                 document_id = item.document_id if item.created_document else None
                 if document_id is not None and await sources.document_unused(document_id):
-                    blobs.append((await self._documents(conn).delete(document_id)).sha256)
+                    blobs.append((await delete_document(conn, self.vectors, document_id)).sha256)
             await sources.set_run(run.id, status, **fields)
         await self._remove_originals(blobs)
 
@@ -519,30 +527,19 @@ class SourceSyncer:
         nothing uses it any more (returns its digest, for the original's removal after commit); otherwise drop
         this source's tag once none of its items became it."""
         sources = SourceRepository(conn)
-        documents = self._documents(conn)
         if not await sources.used_in_collection(collection.id, document_id):
             collections = CollectionRepository(conn)
             await collections.lock(collection.id)
             await self.vectors.get(collection.vector_provider).delete_document(collection.name, str(document_id))
             await JobRepository(conn).forget_document(collection.id, document_id)
             if await sources.document_unused(document_id):
-                return [(await documents.delete(document_id)).sha256]
+                return [(await delete_document(conn, self.vectors, document_id)).sha256]
         if not await sources.used_by_source(source.id, document_id):
             document = await DocumentRepository(conn).get(document_id)
             tag = source_tag(source.id)
             if document is not None and tag in document.tags:
-                await documents.patch(document_id, DocumentPatch(tags=[t for t in document.tags if t != tag]))
+                await patch_document(conn, document_id, DocumentPatch(tags=[t for t in document.tags if t != tag]))
         return []
-
-    def _documents(self, conn: Any) -> DocumentService:
-        return DocumentService(
-            DocumentRepository(conn),
-            self.blobs,
-            self.tokenizers,
-            max_upload_bytes=self.limits.max_bytes,
-            vectors=self.vectors,
-            collections=CollectionRepository(conn),
-        )
 
     async def _remove_originals(self, digests: Sequence[str]) -> None:
         originals = UnusedOriginals(self.db, self.blobs)

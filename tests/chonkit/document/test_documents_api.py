@@ -360,8 +360,8 @@ async def test_a_blob_removal_left_by_a_delete_spares_bytes_uploaded_again_meanw
         async with app_client(app) as client:
             client.headers.update(bearer(settings))
             first = (await upload(client, ("again.pdf", data))).json()["results"][0]["document"]
-            async with database.transaction() as conn:  # the deletion, its blob removal not run yet
-                await provide_documents(app.state, conn).delete(msgspec.convert(first["id"], UUID))
+            # the deletion, its blob removal not run yet
+            await provide_documents(app.state).delete(msgspec.convert(first["id"], UUID))
             second = (await upload(client, ("again.pdf", data))).json()["results"][0]
             assert second["status"] == "created"
 

@@ -14,7 +14,6 @@ import msgspec
 import pytest
 
 from chonkit.app import create_app
-from chonkit.document.service import RegistryTokenizers
 from chonkit.document.storage import BlobStore
 from chonkit.embedding.worker import EmbeddingWorker
 from chonkit.source.sync import SourceSyncer, source_limits
@@ -150,7 +149,6 @@ def syncer(source_settings: Settings, db: SingleConnectionDatabase, counted_clie
     return SourceSyncer(
         db,
         BlobStore(source_settings.data_path / "documents"),
-        RegistryTokenizers(counted_clients.embedders),
         counted_clients.vectors,
         source_limits(source_settings),
         heartbeat_seconds=0.2,

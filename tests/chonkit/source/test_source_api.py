@@ -160,7 +160,7 @@ async def test_two_syncs_of_one_source_at_once_start_one_run(
     refused = first if first.status_code == 409 else second
     assert refused.json()["code"] == "sync_in_progress"
 
-    other = SourceSyncer(syncer.db, syncer.blobs, syncer.tokenizers, syncer.vectors, syncer.limits)
+    other = SourceSyncer(syncer.db, syncer.blobs, syncer.vectors, syncer.limits)
     claimed = await asyncio.gather(syncer.run_once(), other.run_once())
     assert sorted(claimed) == [False, True]  # one claims the run; the other finds nothing it may take
 
@@ -333,7 +333,6 @@ async def test_a_listing_that_fails_midway_deletes_only_the_documents_it_created
     breaking = SourceSyncer(
         syncer.db,
         syncer.blobs,
-        syncer.tokenizers,
         syncer.vectors,
         syncer.limits,
         listers=lambda *_: BreaksMidway(listed),

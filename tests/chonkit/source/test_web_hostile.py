@@ -276,7 +276,7 @@ def source_settings(tmp_path: Path, database_url: str, roots: Roots) -> Settings
 def syncer_like(syncer: SourceSyncer, **options: Any) -> SourceSyncer:
     """The fixture's syncer with other options (the same database, store and limits)."""
     fields: dict[str, Any] = {"heartbeat_seconds": syncer.heartbeat_seconds, **options}
-    return SourceSyncer(syncer.db, syncer.blobs, syncer.tokenizers, syncer.vectors, syncer.limits, **fields)
+    return SourceSyncer(syncer.db, syncer.blobs, syncer.vectors, syncer.limits, **fields)
 
 
 async def web_source(admin: httpx.AsyncClient, name: str, url: str, **spec: Any) -> tuple[str, str]:
