@@ -21,7 +21,6 @@ from common import telemetry
 from common.auth import Authenticator
 from common.config import Settings
 from common.db import Database, PoolDatabase
-from common.db.database import Connection
 from common.errors import BadRequest
 from common.http.docs import MountedOpenAPIDocument, SwaggerUIPage, docs_router
 from common.http.problems import EXCEPTION_HANDLERS
@@ -38,13 +37,6 @@ Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[..., Awaitable[None]]  # Litestar apps and plain ones alike
-
-
-async def provide_connection(state: State) -> AsyncIterator[Connection]:
-    """One transaction per request: committed when the handler returns, rolled back if it raises."""
-    db: Database = state.db
-    async with db.transaction() as conn:
-        yield conn
 
 
 class BoundedRequest(Request[Any, Any, Any]):
@@ -169,7 +161,6 @@ def build_service_app(
         ),
         lifespan=[open_database, *lifespans],
         dependencies={
-            "conn": Provide(provide_connection),
             "principal": Provide(provide_principal),
             **(dependencies or {}),
         },
