@@ -210,18 +210,9 @@ def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, A
 
 def _unstorable_text(_: Request[Any, Any, Any], exc: asyncpg.DataError) -> Response[dict[str, Any]]:
     """PostgreSQL text and JSON cannot hold a NUL character; a request carrying one is the caller's mistake.
-    Raised before anything commits, so the request's transaction rolls back and nothing is half-stored."""
+    Raised by the statement that would store it, so its transaction rolls back and nothing is half-stored."""
     logger.info("refused unstorable text: %s", exc)
     return problem(422, "invalid_text", "text fields may not contain NUL (\\u0000) characters")
-
-
-def _dependency_cleanup(request: Request[Any, Any, Any], exc: ExceptionGroup[Exception]) -> Response[dict[str, Any]]:
-    """Litestar wraps what a yield dependency raises while it closes in an ``ExceptionGroup``: the request's
-    transaction turning a connection lost mid-request into ``Unavailable`` arrives that way. One error of ours
-    inside is answered as itself; anything else is a bug."""
-    if len(exc.exceptions) == 1 and isinstance(exc.exceptions[0], AppError):
-        return _app_error(request, exc.exceptions[0])
-    return _unexpected(request, exc)
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -236,6 +227,5 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     HTTPException: _http,
     asyncpg.CharacterNotInRepertoireError: _unstorable_text,  # NUL in a text value
     asyncpg.UntranslatableCharacterError: _unstorable_text,  # \u0000 in a JSON value
-    ExceptionGroup: _dependency_cleanup,
     Exception: _unexpected,
 }

@@ -90,8 +90,8 @@ async def test_a_connection_ended_mid_transaction_is_database_unavailable(databa
 async def test_a_request_whose_connection_ends_mid_statement_gets_503_not_500(
     settings: Settings, database_url: str, clients: SharedClients, app_client: AppClient
 ) -> None:
-    """The request's statement waits on a lock the test holds; then its backend is terminated. Litestar hands
-    what the request's transaction raises on the way out to the problem handler inside an ExceptionGroup."""
+    """The request's statement waits on a lock the test holds; then its backend is terminated: the service's own
+    transaction turns the lost connection into ``Unavailable``, answered as 503."""
     database = await PoolDatabase.connect(database_url, min_size=1, max_size=2)
     blocker, observer = await asyncpg.connect(database_url), await asyncpg.connect(database_url)
     try:
