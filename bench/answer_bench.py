@@ -593,7 +593,7 @@ async def stack(documents: Mapping[str, Sequence[Fetched]], env: dict[str, str])
 
     async with served("ragu-answer-bench-", SECRET, **env) as running:
         settings, base = running.settings, running.server.base_url
-        admin_token = mint_dev_token(settings, subject="bench-admin", roles=[settings.auth_admin_role])
+        admin_token = mint_dev_token(settings, subject="bench-admin", roles=[settings.auth.admin_role])
         user_token = mint_dev_token(settings, subject="bench-user")
         timeout = httpx.Timeout(LLM_TIMEOUT, connect=10)
         async with (
@@ -727,7 +727,7 @@ async def run_provider(
                 asked.ttft_ms, asked.first_text_ms = stream.ttft_ms, stream.first_text_ms
                 if llama is not None and stream.called_model:
                     messages = ragu_messages(
-                        agent, stream.sources, question.question, s.settings.local_llm_passage_tokens
+                        agent, stream.sources, question.question, s.settings.local_llm.passage_tokens
                     )
                     try:
                         same = await llama_stream(
@@ -1292,7 +1292,7 @@ async def _llama(s: Stack, options: Options) -> Llama | None:
     if isinstance(await _local_ready(s), str):
         return None
     found = _LOCAL_ADDRESS.findall(s.log.read_text(errors="replace"))
-    key_file = s.settings.data_path / LOCAL_KEY_FILE
+    key_file = s.settings.server.data_path / LOCAL_KEY_FILE
     key = key_file.read_text(encoding="utf-8").strip() if key_file.is_file() else None
     return Llama(found[-1][1], found[-1][0], key) if found else None
 

@@ -111,8 +111,8 @@ async def _measure(url: str, folder: Path, documents_count: int, target: str, mi
     database = await PoolDatabase.connect(url, min_size=1, max_size=4)
     clients = SharedClients(settings, embedders=embedders, vectors=vectors)
     app = create_app(settings, database=database, clients=clients, worker=False)
-    worker = EmbeddingWorker(database, BlobStore(settings.data_path / "documents"), embedders, vectors)
-    token = mint_dev_token(settings, subject="bench", roles=[settings.auth_admin_role], groups=())
+    worker = EmbeddingWorker(database, BlobStore(settings.server.data_path / "documents"), embedders, vectors)
+    token = mint_dev_token(settings, subject="bench", roles=[settings.auth.admin_role], groups=())
     await embedders.get(target_model["embedding_provider"], target_model["model"]).embed_documents(["warm up"])
     headers = {"Authorization": f"Bearer {token}"}
     transport = httpx.ASGITransport(app=app)

@@ -335,7 +335,7 @@ class RaguServer:
         from common.config import load_settings
 
         settings = load_settings({}, auth_hs256_secret=SECRET, data_dir=str(self.settings_dir))
-        roles = [settings.auth_admin_role] if admin else []
+        roles = [settings.auth.admin_role] if admin else []
         token = mint_dev_token(settings, subject=subject, groups=groups, roles=roles, ttl_seconds=TOKEN_SECONDS)
         return {"Authorization": f"Bearer {token}"}
 

@@ -63,7 +63,7 @@ def compose_chonkit(
             db,
             blobs,
             RegistryTokenizers(clients.embedders),
-            max_upload_bytes=settings.chonkit_max_upload_bytes,
+            max_upload_bytes=settings.chonkit.max_upload_bytes,
             vectors=clients.vectors,
         ),
         originals=UnusedOriginals(db, blobs),
@@ -139,10 +139,10 @@ def create_app(
     clients: SharedClients | None = None,
     worker: bool | None = None,
 ) -> Litestar:
-    """``worker`` (default ``settings.chonkit_inprocess_worker``) runs an embedding worker in this process."""
+    """``worker`` (default ``settings.chonkit.inprocess_worker``) runs an embedding worker in this process."""
     clients = clients or SharedClients(settings)
-    blobs = BlobStore(settings.data_path / "documents")
-    run_worker = settings.chonkit_inprocess_worker if worker is None else worker
+    blobs = BlobStore(settings.server.data_path / "documents")
+    run_worker = settings.chonkit.inprocess_worker if worker is None else worker
 
     @asynccontextmanager
     async def compose(app: Litestar) -> AsyncIterator[None]:
@@ -171,7 +171,7 @@ def create_app(
             SourceController,
         ],
         guards=[admin_only],
-        request_max_body_size=settings.chonkit_max_upload_bytes,
+        request_max_body_size=settings.chonkit.max_upload_bytes,
     )
     return build_service_app(
         service_name="chonkit",

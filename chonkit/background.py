@@ -37,7 +37,7 @@ async def background_work(
 ) -> AsyncIterator[Background]:
     """Run the embedding worker and the source syncer until the block ends; then each finishes what it is doing,
     waited for up to ``stop_seconds`` (None: as long as it takes)."""
-    heartbeat = settings.worker_heartbeat_seconds
+    heartbeat = settings.chonkit.worker_heartbeat_seconds
     worker = EmbeddingWorker(db, blobs, clients.embedders, clients.vectors, heartbeat_seconds=heartbeat)
     syncer = SourceSyncer(
         db,

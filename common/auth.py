@@ -120,9 +120,9 @@ class Authenticator:
     """
 
     def __init__(self, settings: Settings, *, fetch_jwks: FetchJwks | None = None, clock: Clock = time.time) -> None:
-        if settings.auth_jwks_url and settings.auth_jwks_file:
+        if settings.auth.jwks_url and settings.auth.jwks_file:
             raise InvalidInput("set auth_jwks_url or auth_jwks_file, not both", code="conflicting_auth_settings")
-        if settings.uses_jwks and settings.auth_hs256_secret:
+        if settings.auth.uses_jwks and settings.auth.hs256_secret:
             raise InvalidInput(
                 "auth_hs256_secret is for development and must not be set with a JWKS",
                 code="conflicting_auth_settings",
@@ -130,20 +130,20 @@ class Authenticator:
         self._settings = settings
         self._clock = clock
         self._key_source: _JwksCache | Key
-        if settings.auth_jwks_url:
-            load = _url_loader(settings.auth_jwks_url, fetch_jwks or fetch_jwks_over_http)
-            self._key_source = _JwksCache(load, settings.auth_jwks_cache_seconds, clock)
-        elif settings.auth_jwks_file:
-            load = _file_loader(Path(settings.auth_jwks_file))
-            self._key_source = _JwksCache(load, settings.auth_jwks_cache_seconds, clock)
+        if settings.auth.jwks_url:
+            load = _url_loader(settings.auth.jwks_url, fetch_jwks or fetch_jwks_over_http)
+            self._key_source = _JwksCache(load, settings.auth.jwks_cache_seconds, clock)
+        elif settings.auth.jwks_file:
+            load = _file_loader(Path(settings.auth.jwks_file))
+            self._key_source = _JwksCache(load, settings.auth.jwks_cache_seconds, clock)
         else:
             self._key_source = jwk.construct(dev_secret(settings), "HS256")
-            signer = "RAGU_AUTH_HS256_SECRET" if settings.auth_hs256_secret else str(_dev_secret_path(settings))
+            signer = "RAGU_AUTH_HS256_SECRET" if settings.auth.hs256_secret else str(_dev_secret_path(settings))
             logger.warning(
                 "development authentication: HS256 tokens signed with %s; configure a JWKS for production", signer
             )
-        self._directory = Directory(settings) if settings.directory_configured else None
-        self._algorithms = JWKS_ALGORITHMS if settings.uses_jwks else SECRET_ALGORITHMS
+        self._directory = Directory(settings) if settings.directory.configured else None
+        self._algorithms = JWKS_ALGORITHMS if settings.auth.uses_jwks else SECRET_ALGORITHMS
         self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
         """Tokens whose signature checked out, by token, with when: a client sends the same one again and
         again, and verifying it is most of what authentication costs. Held no longer than the key set is."""
@@ -183,7 +183,7 @@ class Authenticator:
             Unavailable: ``jwks_unavailable`` when the key set cannot be read.
         """
         if authorization is not None and is_scim_token(
-            reveal(self._settings.scim_token), authorization.strip().partition(" ")[2].strip()
+            reveal(self._settings.directory.scim_token), authorization.strip().partition(" ")[2].strip()
         ):
             raise Unauthorized(
                 "the SCIM credential is for the directory endpoint only, not a user's token",
@@ -192,7 +192,7 @@ class Authenticator:
         token = _bearer_token(authorization)
         now = self._clock()
         verified = self._verified.get(token)
-        if verified is not None and now - verified[0] < self._settings.auth_jwks_cache_seconds:
+        if verified is not None and now - verified[0] < self._settings.auth.jwks_cache_seconds:
             claims = verified[1]
             self._check_validity(claims)  # expiry moves with the clock, whatever was checked before
             return claims
@@ -224,7 +224,7 @@ class Authenticator:
 
     def _check_validity(self, claims: dict[str, Any]) -> None:
         settings = self._settings
-        now, leeway = self._clock(), settings.auth_leeway_seconds
+        now, leeway = self._clock(), settings.auth.leeway_seconds
         expires = _numeric_date(claims, "exp")
         if expires is None:
             raise Unauthorized("the token has no expiry (exp)", code="malformed_claims")
@@ -234,12 +234,12 @@ class Authenticator:
             moment = _numeric_date(claims, name)
             if moment is not None and now + leeway < moment:
                 raise Unauthorized("the token is not valid yet", code="token_not_yet_valid")
-        if settings.auth_issuer is not None and claims.get("iss") != settings.auth_issuer:
+        if settings.auth.issuer is not None and claims.get("iss") != settings.auth.issuer:
             raise Unauthorized("the token was issued by someone else", code="invalid_issuer")
-        if settings.auth_audience is not None:
+        if settings.auth.audience is not None:
             audience = claims.get("aud")
             audiences = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else []
-            if settings.auth_audience not in audiences:
+            if settings.auth.audience not in audiences:
                 raise Unauthorized("the token is meant for another audience", code="invalid_audience")
 
     def _principal(self, claims: dict[str, Any]) -> Principal:
@@ -247,13 +247,13 @@ class Authenticator:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise Unauthorized("the token has no subject (sub)", code="malformed_claims")
-        roles = _string_set(claims, settings.auth_roles_claim)
+        roles = _string_set(claims, settings.auth.roles_claim)
         return Principal(
             subject=subject,
-            name=_display_name(claims, settings.auth_name_claim),
-            groups=_string_set(claims, settings.auth_groups_claim),
+            name=_display_name(claims, settings.auth.name_claim),
+            groups=_string_set(claims, settings.auth.groups_claim),
             roles=roles,
-            is_admin=settings.auth_admin_role in roles,
+            is_admin=settings.auth.admin_role in roles,
         )
 
 
@@ -499,10 +499,10 @@ def dev_secret(settings: Settings, *, create: bool = True) -> str:
         InvalidInput: ``jwks_configured`` when a JWKS is configured (tokens then come from the identity provider).
         NotFound: ``no_dev_secret`` when there is no secret yet and ``create`` is false.
     """
-    if settings.uses_jwks:
+    if settings.auth.uses_jwks:
         raise InvalidInput("a JWKS is configured; tokens come from the identity provider", code="jwks_configured")
-    if settings.auth_hs256_secret:
-        return settings.auth_hs256_secret.reveal()
+    if settings.auth.hs256_secret:
+        return settings.auth.hs256_secret.reveal()
     path = _dev_secret_path(settings)
     if not path.exists():
         if not create:
@@ -519,7 +519,7 @@ def dev_secret(settings: Settings, *, create: bool = True) -> str:
 
 
 def _dev_secret_path(settings: Settings) -> Path:
-    return (settings.data_path / "auth" / "dev-secret").absolute()
+    return (settings.server.data_path / "auth" / "dev-secret").absolute()
 
 
 def _create_secret(path: Path) -> None:
@@ -565,14 +565,14 @@ def mint_dev_token(
         raise InvalidInput("groups and roles are collections of names, not one string", code="invalid_token_request")
     now = int(time.time())
     claims: dict[str, Any] = {"sub": subject, "iat": now, "nbf": now, "exp": now + ttl_seconds}
-    if settings.auth_issuer is not None:
-        claims["iss"] = settings.auth_issuer
-    if settings.auth_audience is not None:
-        claims["aud"] = settings.auth_audience
+    if settings.auth.issuer is not None:
+        claims["iss"] = settings.auth.issuer
+    if settings.auth.audience is not None:
+        claims["aud"] = settings.auth.audience
     if name is not None:
-        _set_claim(claims, settings.auth_name_claim, name)
-    _set_claim(claims, settings.auth_groups_claim, sorted(set(groups)))
-    _set_claim(claims, settings.auth_roles_claim, sorted(set(roles)))
+        _set_claim(claims, settings.auth.name_claim, name)
+    _set_claim(claims, settings.auth.groups_claim, sorted(set(groups)))
+    _set_claim(claims, settings.auth.roles_claim, sorted(set(roles)))
     return jws.sign(claims, secret, headers={"typ": "JWT"}, algorithm="HS256")
 
 

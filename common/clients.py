@@ -23,9 +23,9 @@ class SharedClients:
     ) -> None:
         self.settings = settings
         self.embedders = embedders or default_registry(
-            local_threads=settings.local_embedder_threads,
-            cohere_api_key=reveal(settings.cohere_api_key),
-            cohere_base_url=settings.cohere_base_url,
+            local_threads=settings.local_embedder.threads,
+            cohere_api_key=reveal(settings.cohere.api_key),
+            cohere_base_url=settings.cohere.base_url,
         )
         self._vectors = vectors
         self._owns_vectors = vectors is None

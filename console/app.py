@@ -89,15 +89,15 @@ async def index() -> File:
 def config(state: State) -> ConsoleConfig:
     """What the page needs before sign-in: which ways to sign in exist, and where the services live."""
     settings: Settings = state.settings
-    modes: list[SignInMode] = [] if settings.uses_jwks else ["development"]
+    modes: list[SignInMode] = [] if settings.auth.uses_jwks else ["development"]
     oidc = None
-    if settings.oidc_issuer is not None and settings.oidc_client_id is not None:
+    if settings.oidc.issuer is not None and settings.oidc.client_id is not None:
         modes.append("oidc")
         oidc = OidcConfig(
-            issuer=settings.oidc_issuer,
-            client_id=settings.oidc_client_id,
-            scopes=settings.oidc_scopes,
-            redirect_uri=settings.oidc_redirect_uri,
+            issuer=settings.oidc.issuer,
+            client_id=settings.oidc.client_id,
+            scopes=settings.oidc.scopes,
+            redirect_uri=settings.oidc.redirect_uri,
         )
     return ConsoleConfig(sign_in=modes, oidc=oidc, services=dict(state.services))
 
@@ -108,11 +108,11 @@ def dev_token(state: State, data: JSONBody[DevTokenRequest]) -> DevToken:
     ``jwks_configured`` when an identity provider is configured, so a production deployment never hands out
     tokens it did not verify."""
     settings: Settings = state.settings
-    if settings.oidc_issuer is not None:
+    if settings.oidc.issuer is not None:
         raise Forbidden(
             "development sign-in is disabled: sign in through the identity provider", code="oidc_configured"
         )
-    if settings.uses_jwks:
+    if settings.auth.uses_jwks:
         raise Forbidden(
             "development sign-in is disabled because an identity provider (JWKS) is configured",
             code="jwks_configured",
@@ -123,7 +123,7 @@ def dev_token(state: State, data: JSONBody[DevTokenRequest]) -> DevToken:
         subject=data.subject,
         name=data.name,
         groups=groups,
-        roles=[settings.auth_admin_role] if data.admin else [],
+        roles=[settings.auth.admin_role] if data.admin else [],
     )
     return DevToken(
         token=token, subject=data.subject, groups=groups, is_admin=data.admin, expires_in=DEV_TOKEN_TTL_SECONDS
@@ -164,7 +164,7 @@ def create_app(settings: Settings, *, services: Mapping[str, str]) -> Litestar:
         InvalidInput: The OpenID Connect settings cannot work (see :func:`console.oidc.check_oidc_settings`).
     """
     check_oidc_settings(settings)
-    oidc = OidcClient(settings) if settings.oidc_issuer is not None else None
+    oidc = OidcClient(settings) if settings.oidc.issuer is not None else None
     return Litestar(
         route_handlers=[
             index,

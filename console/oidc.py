@@ -109,18 +109,18 @@ def check_oidc_settings(settings: Settings) -> None:
             issuer that is neither https nor loopback) or ``oidc_needs_jwks`` (chonkit and kappi would refuse
             every token the provider issues).
     """
-    if (settings.oidc_issuer is None) != (settings.oidc_client_id is None):
+    if (settings.oidc.issuer is None) != (settings.oidc.client_id is None):
         raise InvalidInput("set both oidc_issuer and oidc_client_id, or neither", code="invalid_setting")
-    if settings.oidc_issuer is None:
+    if settings.oidc.issuer is None:
         return
-    if not settings.uses_jwks:
+    if not settings.auth.uses_jwks:
         raise InvalidInput(
             "oidc_issuer needs auth_jwks_url (the provider's JWKS) so chonkit and kappi accept its tokens",
             code="oidc_needs_jwks",
         )
-    if "openid" not in settings.oidc_scopes.split():
+    if "openid" not in settings.oidc.scopes.split():
         raise InvalidInput("oidc_scopes must include 'openid'", code="invalid_setting")
-    _require_secure("oidc_issuer", settings.oidc_issuer, InvalidInput, "invalid_setting")
+    _require_secure("oidc_issuer", settings.oidc.issuer, InvalidInput, "invalid_setting")
 
 
 class OidcClient:
@@ -132,11 +132,11 @@ class OidcClient:
 
     def __init__(self, settings: Settings) -> None:
         check_oidc_settings(settings)
-        if settings.oidc_issuer is None or settings.oidc_client_id is None:
+        if settings.oidc.issuer is None or settings.oidc.client_id is None:
             raise InvalidInput("OpenID Connect is not configured", code="oidc_not_configured")
         self._settings = settings
-        self._issuer = settings.oidc_issuer
-        self._client_id = settings.oidc_client_id
+        self._issuer = settings.oidc.issuer
+        self._client_id = settings.oidc.client_id
         self._platform = Authenticator(settings)
         self._metadata: ProviderMetadata | None = None
         self._id_tokens: Authenticator | None = None
@@ -161,7 +161,7 @@ class OidcClient:
             Unavailable: The provider cannot be reached or answers nonsense.
             InvalidInput: ``redirect_uri`` differs from ``oidc_redirect_uri``.
         """
-        redirect_uri = self._settings.oidc_redirect_uri
+        redirect_uri = self._settings.oidc.redirect_uri
         if redirect_uri is not None and request.redirect_uri != redirect_uri:
             raise InvalidInput("redirect_uri is not the configured oidc_redirect_uri", code="invalid_redirect_uri")
         metadata, id_tokens = await self._discovered()
@@ -210,7 +210,7 @@ class OidcClient:
         self, tokens: _TokenResponse, id_token: str | None, *, refresh_token: str | None = None
     ) -> OidcSession:
         """The session for the chosen bearer token, verified exactly as chonkit and kappi will verify it."""
-        use_access_token = not self._settings.oidc_use_id_token
+        use_access_token = not self._settings.oidc.use_id_token
         bearer = tokens.access_token if use_access_token else id_token
         label = "access token" if use_access_token else "ID token"
         if not bearer:
@@ -237,8 +237,7 @@ class OidcClient:
                 metadata = await self._discover()
                 if self._id_tokens is None or self._metadata is None or metadata.jwks_uri != self._metadata.jwks_uri:
                     self._id_tokens = Authenticator(
-                        msgspec.structs.replace(
-                            self._settings,
+                        self._settings.with_(
                             auth_jwks_url=metadata.jwks_uri,
                             auth_jwks_file=None,
                             auth_issuer=metadata.issuer,

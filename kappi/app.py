@@ -96,12 +96,12 @@ async def searched_in_memory(clients: SharedClients) -> AsyncIterator[VectorRegi
     the workers never do. Stores a caller manages (tests) are used as they are; ``resident_max_chunks=0`` too."""
     settings = clients.settings
     store = clients.vectors.get("pgvector") if "pgvector" in clients.vectors.providers() else None
-    if not clients.owns_vectors or settings.resident_max_chunks <= 0 or not isinstance(store, PgVectorStore):
+    if not clients.owns_vectors or settings.resident.max_chunks <= 0 or not isinstance(store, PgVectorStore):
         yield clients.vectors
         return
-    if not settings.database_url:
+    if not settings.database.url:
         raise RuntimeError("database_url must be resolved before opening vector stores")
-    resident = ResidentVectors(store, settings.database_url, max_chunks=settings.resident_max_chunks)
+    resident = ResidentVectors(store, settings.database.url, max_chunks=settings.resident.max_chunks)
     resident.start()
     try:
         yield clients.vectors.replacing("pgvector", resident)
@@ -149,22 +149,22 @@ def create_app(
     authenticator = authenticator or Authenticator(settings)
     owns_llms = llms is None
     llms = llms or default_llm_registry(
-        cohere_api_key=reveal(settings.cohere_api_key),
-        cohere_base_url=settings.cohere_base_url,
-        openai_base_url=settings.openai_base_url,
-        openai_api_key=reveal(settings.openai_api_key),
-        openai_models=[m.strip() for m in settings.openai_models.split(",") if m.strip()],
-        timeout_seconds=settings.llm_timeout_seconds,
+        cohere_api_key=reveal(settings.cohere.api_key),
+        cohere_base_url=settings.cohere.base_url,
+        openai_base_url=settings.openai.base_url,
+        openai_api_key=reveal(settings.openai.api_key),
+        openai_models=[m.strip() for m in settings.openai.models.split(",") if m.strip()],
+        timeout_seconds=settings.llm.timeout_seconds,
         local=local_llm,
         local_refused=local_llm_refused,
-        local_passage_tokens=settings.local_llm_passage_tokens,
+        local_passage_tokens=settings.local_llm.passage_tokens,
         extractive_embed=local_embed(clients.embedders),
     )
 
     rerankers = rerankers or default_rerankers(
-        cohere_api_key=reveal(settings.cohere_api_key),
-        cohere_base_url=settings.cohere_base_url,
-        timeout_seconds=settings.rerank_timeout_seconds,
+        cohere_api_key=reveal(settings.cohere.api_key),
+        cohere_base_url=settings.cohere.base_url,
+        timeout_seconds=settings.llm.rerank_timeout_seconds,
     )
 
     @asynccontextmanager
@@ -191,7 +191,7 @@ def create_app(
         database=database,
         authenticator=authenticator,
         lifespans=[compose, serve_mcp],  # serve_mcp reads what compose builds
-        state={"scim": scim_endpoint(settings.scim_token)} if settings.scim_token else None,  # docs/directory.md
+        state={"scim": scim_endpoint(scim)} if (scim := settings.directory.scim_token) else None,  # docs/directory.md
         dependencies={
             "chats": Provide(provide_chats, sync_to_thread=False),
             "agents": Provide(provide_agents, sync_to_thread=False),

@@ -8,8 +8,6 @@ import logging
 import os
 from pathlib import Path
 
-import msgspec
-
 from common.config import Settings
 from common.db import EmbeddedPostgres, resolve_database_url
 from common.db import migrate as migrations
@@ -41,13 +39,13 @@ def claim_data_dir(settings: Settings) -> None:
     Raises:
         Conflict: ``data_dir_inside_data_dir``, before anything is created.
     """
-    path = settings.data_path.resolve()
+    path = settings.server.data_path.resolve()
     if is_data_dir(path):
         _mark(path)
         return
     outer = next((parent for parent in path.parents if is_data_dir(parent)), None)
     if outer is not None:
-        default = f" or start ragu serve in {outer.parent}" if outer.name == Settings().data_dir else ""
+        default = f" or start ragu serve in {outer.parent}" if outer.name == Settings().server.data_dir else ""
         raise Conflict(
             f"refusing to create a new data directory {path} inside the data directory {outer} of another platform: "
             f"to use that platform, set RAGU_DATA_DIR={outer}{default}; for a new one, choose a folder outside it",
@@ -70,9 +68,9 @@ def _mark(path: Path) -> None:
 def prepare_database(settings: Settings) -> tuple[Settings, EmbeddedPostgres | None]:
     """Start the embedded server when no URL is set, apply migrations, and pin the resolved URL."""
     url, embedded = asyncio.run(resolve_database_url(settings))
-    if settings.auto_migrate:
+    if settings.database.auto_migrate:
         migrations.upgrade(url)
-    return msgspec.structs.replace(settings, database_url=url), embedded
+    return settings.with_(database_url=url), embedded
 
 
 def ensure_local_storage_free(settings: Settings) -> None:
@@ -85,9 +83,9 @@ def ensure_local_storage_free(settings: Settings) -> None:
     Raises:
         Conflict: ``data_dir_in_use``.
     """
-    if settings.qdrant_url:
+    if settings.qdrant.url:
         return
-    storage = Path(settings.qdrant_path or settings.data_path / "qdrant")
+    storage = Path(settings.qdrant.path or settings.server.data_path / "qdrant")
     try:
         lock = (storage / ".lock").open("rb")
     except FileNotFoundError:
@@ -98,8 +96,8 @@ def ensure_local_storage_free(settings: Settings) -> None:
         except BlockingIOError:
             where = (
                 f"the Qdrant storage {storage.resolve()}"
-                if settings.qdrant_path
-                else f"the data directory {settings.data_path.resolve()}"
+                if settings.qdrant.path
+                else f"the data directory {settings.server.data_path.resolve()}"
             )
             raise Conflict(
                 f"{where} is in use by another ragu process (Qdrant's local mode allows one at a time); "

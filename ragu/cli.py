@@ -8,8 +8,6 @@ import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 
-import msgspec
-
 import schemas.cli
 from common.config import Settings, load_settings
 from common.errors import AppError, InvalidInput
@@ -24,7 +22,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
     services = list(SERVICES) if args.service == "all" else [args.service]
-    return serve(msgspec.structs.replace(settings, **overrides), services)
+    return serve(settings.with_(**overrides), services)
 
 
 def _migrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -59,7 +57,7 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     groups = check_groups(_names(args.groups, "--groups"))
     roles = _names(args.roles, "--roles")
     if args.admin:
-        roles.append(settings.auth_admin_role)
+        roles.append(settings.auth.admin_role)
     token = mint_dev_token(
         settings,
         subject=args.sub,

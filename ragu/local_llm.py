@@ -195,15 +195,15 @@ def local_llm_for(settings: Settings) -> tuple[LocalLlmServer | None, str | None
     Raises:
         InvalidInput: ``unknown_local_llm_model`` (a typo in the setting) and ``local_llm_not_gguf``.
     """
-    asked = settings.local_llm_model.strip().lower() not in {AUTO, *DISABLED}
+    asked = settings.local_llm.model.strip().lower() not in {AUTO, *DISABLED}
     if importlib.util.find_spec("xllamacpp") is None:
         if asked:
             why = "xllamacpp is not installed (pip install -e '.[local-llm]')"
-            logger.error("local LLM %s not started: %s", settings.local_llm_model, why)
+            logger.error("local LLM %s not started: %s", settings.local_llm.model, why)
             return None, why
         return None, None
     try:
-        model = find_local_model(settings.local_llm_model, settings.local_llm_sha256, settings.data_path)
+        model = find_local_model(settings.local_llm.model, settings.local_llm.sha256, settings.server.data_path)
     except ChecksumMismatch as exc:
         logger.error("%s; answers use extractive instead", exc.detail)
         return None, exc.detail
@@ -218,12 +218,12 @@ def local_llm_for(settings: Settings) -> tuple[LocalLlmServer | None, str | None
         return None, None
     server = LocalLlmServer(
         model,
-        threads=settings.local_llm_threads,
-        slots=settings.local_llm_slots,
-        queue=settings.local_llm_queue,
-        context=settings.local_llm_context,
-        log_path=settings.data_path / "logs" / "local-llm.log",
-        key_path=settings.data_path / "local-llm.key",
+        threads=settings.local_llm.threads,
+        slots=settings.local_llm.slots,
+        queue=settings.local_llm.queue,
+        context=settings.local_llm.context,
+        log_path=settings.server.data_path / "logs" / "local-llm.log",
+        key_path=settings.server.data_path / "local-llm.key",
     )
     return server, None
 

@@ -110,10 +110,10 @@ def serve(settings: Settings, services: Sequence[str]) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit status. uvicorn shuts down gracefully, then re-raises the
     signal it caught; our handler turns that into an exception so the ``finally`` below still stops embedded
     PostgreSQL and the embedded LLM."""
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(settings.server.log_level, settings.server.log_format)
     signal.signal(signal.SIGTERM, _stop)
     ensure_local_storage_free(settings)
-    sock = listen(settings.host, settings.port)
+    sock = listen(settings.server.host, settings.server.port)
     embedded = None
     local_llm = None
     try:
@@ -123,15 +123,16 @@ def serve(settings: Settings, services: Sequence[str]) -> int:
         if local_llm is not None:
             local_llm.start()  # loads while the services start; answers use extractive until it is ready
         app = build_asgi(settings, services, local_llm=local_llm, local_llm_refused=refused)
-        where = ", ".join(f"http://{settings.host}:{settings.port}/{s}" if len(services) > 1 else s for s in services)
+        base = f"http://{settings.server.host}:{settings.server.port}"
+        where = ", ".join(f"{base}/{s}" if len(services) > 1 else s for s in services)
         if len(services) > 1:
-            where += f"; console at http://{settings.host}:{settings.port}/"
+            where += f"; console at {base}/"
         logger.info("serving %s", where)
         _tune_garbage_collector()
         config = uvicorn.Config(
             app,
-            host=settings.host,
-            port=settings.port,
+            host=settings.server.host,
+            port=settings.server.port,
             log_config=None,
             access_log=False,
             lifespan="on",

@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 def run_worker(settings: Settings) -> None:
     """Claim and process embedding work until SIGTERM/SIGINT; the current document finishes or is
     taken over by another worker after its heartbeat stops."""
-    configure_logging(settings.log_level, settings.log_format)
-    telemetry.configure_tracing(settings.otel_exporter)  # job items' traces; metrics need a web process
+    configure_logging(settings.server.log_level, settings.server.log_format)
+    telemetry.configure_tracing(settings.server.otel_exporter)  # job items' traces; metrics need a web process
     ensure_local_storage_free(settings)
     settings, embedded = prepare_database(settings)
     try:
@@ -44,7 +44,7 @@ async def _work(settings: Settings) -> None:
     clients = SharedClients(settings)
     try:
         async with clients.opened():
-            blobs = BlobStore(settings.data_path / "documents")
+            blobs = BlobStore(settings.server.data_path / "documents")
             async with background_work(settings, db, clients, blobs, stop_seconds=None) as background:
                 logger.info("worker %s started", background.name)  # with the source syncer beside it
                 await stop.wait()
@@ -72,9 +72,9 @@ async def _reconcile(settings: Settings, *, repair: bool) -> ReconcileReport:
 
 
 def _url(settings: Settings) -> str:
-    if not settings.database_url:
+    if not settings.database.url:
         raise RuntimeError("prepare_database resolves the URL first")
-    return settings.database_url
+    return settings.database.url
 
 
 def print_report(report: ReconcileReport) -> None:

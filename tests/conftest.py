@@ -277,5 +277,9 @@ def clients(settings: Settings, embedders: EmbedderRegistry, vectors: VectorRegi
 @pytest.fixture
 def worker(settings: Settings, db: SingleConnectionDatabase, clients: SharedClients) -> EmbeddingWorker:
     return EmbeddingWorker(
-        db, BlobStore(settings.data_path / "documents"), clients.embedders, clients.vectors, heartbeat_seconds=0.2
+        db,
+        BlobStore(settings.server.data_path / "documents"),
+        clients.embedders,
+        clients.vectors,
+        heartbeat_seconds=0.2,
     )

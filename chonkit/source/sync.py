@@ -102,9 +102,9 @@ class SourceLimits(msgspec.Struct, frozen=True, kw_only=True):
 def source_limits(settings: Settings) -> SourceLimits:
     """A file's limit is the upload limit: a folder brings nothing an upload could not."""
     return SourceLimits(
-        roots=tuple(settings.source_root_paths),
-        max_bytes=settings.chonkit_max_upload_bytes,
-        allow_private=settings.source_allow_private_urls,
+        roots=tuple(settings.sources.root_paths),
+        max_bytes=settings.chonkit.max_upload_bytes,
+        allow_private=settings.sources.allow_private_urls,
     )
 
 

@@ -210,9 +210,9 @@ async def ensure_database(admin_url: str, database: str) -> None:
 
 async def resolve_database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     """The configured URL, or a freshly started embedded server's (with its ``ragu`` database)."""
-    if settings.database_url:
-        return settings.database_url, None
-    embedded = EmbeddedPostgres(settings.data_path)
+    if settings.database.url:
+        return settings.database.url, None
+    embedded = EmbeddedPostgres(settings.server.data_path)
     admin_url = embedded.start()
     await ensure_database(admin_url, DATABASE_NAME)
     return with_database(admin_url, DATABASE_NAME), embedded

@@ -74,14 +74,14 @@ class Directory:
     """
 
     def __init__(self, settings: Settings) -> None:
-        if settings.scim_token is None:
+        if settings.directory.scim_token is None:
             raise InvalidInput("a directory needs RAGU_SCIM_TOKEN", code="invalid_scim_token")
-        check_scim_token(settings.scim_token.reveal())
-        self.claim = settings.directory_user_claim
-        self._query = _BY_USER_NAME if settings.directory_user_attribute == "userName" else _BY_EXTERNAL_ID
-        self._attribute = settings.directory_user_attribute
+        check_scim_token(settings.directory.scim_token.reveal())
+        self.claim = settings.directory.user_claim
+        self._query = _BY_USER_NAME if settings.directory.user_attribute == "userName" else _BY_EXTERNAL_ID
+        self._attribute = settings.directory.user_attribute
         self._databases: list[Database] = []
-        self._database_url = settings.database_url
+        self._database_url = settings.database.url
         self._own: Database | None = None
         self._opening = asyncio.Lock()
 

@@ -118,7 +118,7 @@ def build_service_app(
     dependencies: dict[str, Provide] | None = None,
     before_scrape: BeforeScrape | None = None,
 ) -> Litestar:
-    """A Ragu service. Without ``database`` the lifespan opens a pool on ``settings.database_url``;
+    """A Ragu service. Without ``database`` the lifespan opens a pool on ``settings.database.url``;
     ``before_scrape`` refreshes what ``/metrics`` reads from the database."""
 
     authenticator = authenticator or Authenticator(settings)
@@ -130,10 +130,10 @@ def build_service_app(
             with _directory_reads(authenticator, database):
                 yield
             return
-        if not settings.database_url:
+        if not settings.database.url:
             raise RuntimeError("database_url must be resolved before the app starts (see ragu.serve)")
         db = await PoolDatabase.connect(
-            settings.database_url, min_size=settings.db_pool_min_size, max_size=settings.db_pool_max_size
+            settings.database.url, min_size=settings.database.pool_min_size, max_size=settings.database.pool_max_size
         )
         app.state.db = db
         try:
@@ -142,9 +142,9 @@ def build_service_app(
         finally:
             await db.aclose()
 
-    telemetry.configure_tracing(settings.otel_exporter)
+    telemetry.configure_tracing(settings.server.otel_exporter)
     plugins, middleware = tracing(service_name)
-    if settings.metrics:
+    if settings.server.metrics:
         route_handlers = [metrics_handler(before_scrape), *route_handlers]
         middleware.insert(0, DefineMiddleware(RequestMetrics, service=service_name))
     return Litestar(

@@ -39,24 +39,24 @@ class VectorRegistry:
 async def open_vector_registry(settings: Settings) -> VectorRegistry:
     """pgvector on the Ragu database (its own small pool), Qdrant (server or local mode), and Weaviate when a URL
     is configured: the plain adapters (kappi alone wraps pgvector in its in-memory copies, ``kappi.app``).
-    Requires ``settings.database_url`` to be resolved."""
+    Requires ``settings.database.url`` to be resolved."""
     from qdrant_client import AsyncQdrantClient
 
     from common.vectors.pgvector import PgVectorStore, open_pool
     from common.vectors.qdrant import QdrantStore
 
-    if not settings.database_url:
+    if not settings.database.url:
         raise RuntimeError("database_url must be resolved before opening vector stores")
-    pool = await open_pool(settings.database_url)
+    pool = await open_pool(settings.database.url)
     stores: dict[str, VectorStore] = {"pgvector": PgVectorStore(pool)}
-    if settings.qdrant_url:
-        qdrant = AsyncQdrantClient(url=settings.qdrant_url, api_key=reveal(settings.qdrant_api_key))
+    if settings.qdrant.url:
+        qdrant = AsyncQdrantClient(url=settings.qdrant.url, api_key=reveal(settings.qdrant.api_key))
     else:
-        path = Path(settings.qdrant_path or settings.data_path / "qdrant")
+        path = Path(settings.qdrant.path or settings.server.data_path / "qdrant")
         await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
         qdrant = AsyncQdrantClient(path=str(path))
     stores["qdrant"] = QdrantStore(qdrant)
-    if settings.weaviate_url:
+    if settings.weaviate.url:
         stores["weaviate"] = await _weaviate(settings)
     return VectorRegistry(stores, closers=[pool.close])
 
@@ -69,15 +69,15 @@ async def _weaviate(settings: Settings) -> VectorStore:
 
     from common.vectors.weaviate import WeaviateStore
 
-    url = urlsplit(settings.weaviate_url or "")
+    url = urlsplit(settings.weaviate.url or "")
     client = weaviate.use_async_with_custom(
         http_host=url.hostname or "localhost",
         http_port=url.port or (443 if url.scheme == "https" else 80),
         http_secure=url.scheme == "https",
         grpc_host=url.hostname or "localhost",
-        grpc_port=settings.weaviate_grpc_port,
+        grpc_port=settings.weaviate.grpc_port,
         grpc_secure=url.scheme == "https",
-        auth_credentials=Auth.api_key(settings.weaviate_api_key.reveal()) if settings.weaviate_api_key else None,
+        auth_credentials=Auth.api_key(settings.weaviate.api_key.reveal()) if settings.weaviate.api_key else None,
     )
     await client.connect()
     return WeaviateStore(client)

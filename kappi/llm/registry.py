@@ -204,7 +204,7 @@ def default_llm_registry(
         timeout_seconds: Longest wait for an upstream's response and for each streamed event.
         local: The embedded llama.cpp server, offered as ``local`` through the same OpenAI-compatible provider.
         local_refused: Why the configured local model was refused; its agents' answers say so.
-        local_passage_tokens: The local model's budget of passage tokens (``Settings.local_llm_passage_tokens``).
+        local_passage_tokens: The local model's budget of passage tokens (``settings.local_llm.passage_tokens``).
         extractive_embed: The embedder ``extractive`` checks its quotes with (:func:`local_embed`); without it,
             it answers on the question's words alone.
     """

@@ -38,7 +38,7 @@ client looks; under ``ragu serve``'s ``/kappi``, where ``WWW-Authenticate`` poin
 def authorization_servers(settings: Settings) -> list[str]:
     """The issuer whose tokens kappi accepts (``auth_issuer``), else the console's OpenID provider; none with
     development tokens (``ragu token`` signs them: there is no authorization server to name)."""
-    issuer = settings.auth_issuer or settings.oidc_issuer
+    issuer = settings.auth.issuer or settings.oidc.issuer
     return [issuer] if issuer else []
 
 

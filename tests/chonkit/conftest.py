@@ -22,7 +22,7 @@ AppClient = Callable[[Litestar], AbstractAsyncContextManager[httpx.AsyncClient]]
 def bearer(
     settings: Settings, subject: str = "admin", *, admin: bool = True, groups: tuple[str, ...] = ()
 ) -> dict[str, str]:
-    roles = [settings.auth_admin_role] if admin else []
+    roles = [settings.auth.admin_role] if admin else []
     return {"Authorization": f"Bearer {mint_dev_token(settings, subject=subject, roles=roles, groups=groups)}"}
 
 

@@ -76,7 +76,7 @@ class DirectoryWorld:
         settings: Settings = self.settings
         if directory:
             settings = load_settings(
-                {}, data_dir=settings.data_dir, auth_hs256_secret=TEST_SECRET, scim_token=SCIM_TOKEN
+                {}, data_dir=settings.server.data_dir, auth_hs256_secret=TEST_SECRET, scim_token=SCIM_TOKEN
             )
         authenticator = Authenticator(settings)
         authenticator.bind_database(self.db)

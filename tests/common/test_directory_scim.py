@@ -108,8 +108,8 @@ async def test_only_the_scim_credential_opens_the_endpoint(served: Any, bearer: 
     _, client, settings = served
     tokens = {
         "user": mint_dev_token(settings, subject="alice", groups=["hr"]),
-        "admin": mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role]),
-        "expired": hs256_token(reveal(settings.auth_hs256_secret) or "", lifetime=-3600, roles=["admin"]),
+        "admin": mint_dev_token(settings, subject="admin", roles=[settings.auth.admin_role]),
+        "expired": hs256_token(reveal(settings.auth.hs256_secret) or "", lifetime=-3600, roles=["admin"]),
         "forged": hs256_token("not-our-secret", roles=["admin"]),
         "almost": SCIM_TOKEN[:-1] + "x",
     }

@@ -13,7 +13,6 @@ from http import HTTPStatus
 from pathlib import Path
 
 import httpx
-import msgspec
 import pytest
 from litestar import Litestar, Router, get
 from litestar.di import NamedDependency
@@ -319,7 +318,7 @@ async def guarded(
 
 
 def _bearer(settings: Settings, *, admin: bool = False, groups: tuple[str, ...] = ()) -> dict[str, str]:
-    roles = [settings.auth_admin_role] if admin else []
+    roles = [settings.auth.admin_role] if admin else []
     token = mint_dev_token(settings, subject="alice", groups=groups, roles=roles)
     return {"Authorization": f"Bearer {token}"}
 
@@ -352,7 +351,7 @@ async def test_non_admin_on_admin_route_is_403(guarded: httpx.AsyncClient, setti
 
 
 async def test_token_for_another_secret_is_rejected(guarded: httpx.AsyncClient, tmp_path: Path) -> None:
-    other = msgspec.structs.replace(Settings(), data_dir=str(tmp_path / "other"), auth_hs256_secret=Secret("x" * 40))
+    other = Settings().with_(data_dir=str(tmp_path / "other"), auth_hs256_secret=Secret("x" * 40))
     response = await guarded.get("/me", headers=_bearer(other))
     assert response.status_code == 401
     assert response.json()["code"] == "invalid_signature"

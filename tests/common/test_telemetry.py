@@ -7,7 +7,6 @@ import uuid
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
@@ -204,7 +203,7 @@ def test_llm_tokens_and_failures_are_counted_by_provider() -> None:
 async def test_metrics_can_be_switched_off(
     settings: Settings, db: SingleConnectionDatabase, clients: SharedClients, app_client: AppClient
 ) -> None:
-    off = msgspec.structs.replace(settings, metrics=False)
+    off = settings.with_(metrics=False)
     async with app_client(create_kappi(off, database=db, clients=clients)) as kappi:
         response = await kappi.get("/metrics")
     assert (response.status_code, response.json()["code"]) == (404, "route_not_found")

@@ -236,7 +236,7 @@ async def served(prefix: str, secret: str, **extra_env: str) -> AsyncIterator[Se
             settings = load_settings({}, data_dir=str(folder / "data"), auth_hs256_secret=secret)
             env = {
                 "DATABASE_URL": url,
-                "RAGU_DATA_DIR": settings.data_dir,
+                "RAGU_DATA_DIR": settings.server.data_dir,
                 "RAGU_AUTH_HS256_SECRET": secret,
                 "RAGU_AUTO_MIGRATE": "false",
                 "RAGU_LOCAL_LLM_MODEL": "none",  # unless a test asks: results must not depend on what is installed

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -813,7 +812,7 @@ STRICT = {"auth_audience": "ragu", "auth_issuer": "https://idp.test"}
 async def test_tokens_for_another_audience_or_issuer_are_401(
     settings: Settings, claims: dict[str, Any], code: str
 ) -> None:
-    apps = gate_apps(msgspec.structs.replace(settings, **STRICT))
+    apps = gate_apps(settings.with_(**STRICT))
     token = _jwt(HS256, _claims(**claims), _hs256(RIGHT_KEY))
     assert await answers(apps, f"Bearer {token}") == {"chonkit": (401, code), "kappi": (401, code)}
 
@@ -837,7 +836,7 @@ async def test_a_token_for_our_audience_and_issuer_is_accepted(
     settings: Settings, open_service: Callable[[str, Settings], Any], service: str
 ) -> None:
     token = _jwt(HS256, _claims(aud="ragu", iss="https://idp.test"), _hs256(RIGHT_KEY))
-    async with open_service(service, msgspec.structs.replace(settings, **STRICT)) as client:
+    async with open_service(service, settings.with_(**STRICT)) as client:
         response = await client.get(PROBES[service], headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 200, response.text
 
@@ -915,7 +914,7 @@ JWKS_MODE_TOKENS: list[tuple[str, Callable[[], str], str]] = [
 def _production(settings: Settings, folder: Path) -> Settings:
     jwks = folder / "jwks.json"
     jwks.write_text(json.dumps({"keys": [_public_jwk()]}))
-    return msgspec.structs.replace(settings, auth_hs256_secret=None, auth_jwks_file=str(jwks))
+    return settings.with_(auth_hs256_secret=None, auth_jwks_file=str(jwks))
 
 
 @pytest.mark.parametrize(("token", "code"), [t[1:] for t in JWKS_MODE_TOKENS], ids=[t[0] for t in JWKS_MODE_TOKENS])

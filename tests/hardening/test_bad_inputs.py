@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from chonkit.app import create_app as create_chonkit
@@ -80,7 +79,7 @@ async def upload(chonkit: httpx.AsyncClient, name: str, data: bytes) -> httpx.Re
 async def assert_consistent_store(conn: Connection, settings: Settings) -> int:
     """Every stored row has its blob and every blob its row: nothing half-stored. Returns the row count."""
     rows = {r["sha256"] for r in await conn.fetch("SELECT sha256 FROM chonkit.documents")}
-    blob_root = settings.data_path / "documents"
+    blob_root = settings.server.data_path / "documents"
     blobs = {p.name for p in blob_root.rglob("*") if p.is_file()} if blob_root.exists() else set()
     assert rows == blobs
     return len(rows)
@@ -426,7 +425,7 @@ async def test_json_bodies_over_chonkits_request_limit_are_413(
     settings: Settings, db: SingleConnectionDatabase, clients: SharedClients, app_client: AppClient, conn: Connection
 ) -> None:
     """Chonkit's admin router admits uploads, so its limit is the upload limit (made small here)."""
-    small = msgspec.structs.replace(settings, chonkit_max_upload_bytes=100_000)
+    small = settings.with_(chonkit_max_upload_bytes=100_000)
     async with app_client(create_chonkit(small, database=db, clients=clients, worker=False)) as client:
         client.headers.update(as_user(small, "root", admin=True))
         created = await client.post("/documents", files=[("files", ("t.txt", b"Some text.", "text/plain"))])

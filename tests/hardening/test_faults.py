@@ -71,11 +71,11 @@ class Stack:
 
     @property
     def blobs(self) -> BlobStore:
-        return BlobStore(self.settings.data_path / "documents")
+        return BlobStore(self.settings.server.data_path / "documents")
 
     @property
     def token(self) -> str:
-        return mint_dev_token(self.settings, subject="admin", roles=[self.settings.auth_admin_role])
+        return mint_dev_token(self.settings, subject="admin", roles=[self.settings.auth.admin_role])
 
     def client(self) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {self.token}"}
@@ -110,7 +110,7 @@ async def _running(folder: Path) -> AsyncIterator[Stack]:
         async with PausingOpenAIStandin() as llm:
             env = {
                 "DATABASE_URL": url,
-                "RAGU_DATA_DIR": settings.data_dir,
+                "RAGU_DATA_DIR": settings.server.data_dir,
                 "RAGU_AUTH_HS256_SECRET": SECRET,
                 "RAGU_AUTO_MIGRATE": "false",
                 "RAGU_WORKER_HEARTBEAT_SECONDS": "0.3",

@@ -53,7 +53,7 @@ async def test_a_hostile_glob_freezes_neither_the_server_nor_its_restart(tmp_pat
         RAGU_WORKER_HEARTBEAT_SECONDS=str(HEARTBEAT_SECONDS),
     ) as running:
         settings, server = running.settings, running.server
-        token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
+        token = mint_dev_token(settings, subject="admin", roles=[settings.auth.admin_role])
         async with httpx.AsyncClient(
             base_url=f"{server.base_url}/chonkit", headers={"Authorization": f"Bearer {token}"}, timeout=30
         ) as client:

@@ -71,7 +71,7 @@ async def test_hostile_images_are_bounded_and_their_cancel_is_honoured_within_se
     }
     async with served("ragu-ocr-", SECRET) as running:
         settings, server = running.settings, running.server
-        token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
+        token = mint_dev_token(settings, subject="admin", roles=[settings.auth.admin_role])
         async with httpx.AsyncClient(
             base_url=f"{server.base_url}/chonkit", headers={"Authorization": f"Bearer {token}"}, timeout=60
         ) as client:

@@ -55,7 +55,7 @@ async def running() -> AsyncIterator[Served]:
 @asynccontextmanager
 async def admin_of(running: Served) -> AsyncIterator[httpx.AsyncClient]:
     settings = running.settings
-    token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
+    token = mint_dev_token(settings, subject="admin", roles=[settings.auth.admin_role])
     async with httpx.AsyncClient(
         base_url=f"{running.server.base_url}/chonkit", headers={"Authorization": f"Bearer {token}"}, timeout=30
     ) as client:

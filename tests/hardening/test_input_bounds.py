@@ -210,7 +210,7 @@ async def small_context() -> AsyncIterator[Served]:
 
 
 def _live_client(stack: Served) -> httpx.AsyncClient:
-    token = mint_dev_token(stack.settings, subject="admin", roles=[stack.settings.auth_admin_role])
+    token = mint_dev_token(stack.settings, subject="admin", roles=[stack.settings.auth.admin_role])
     return httpx.AsyncClient(base_url=stack.server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
 

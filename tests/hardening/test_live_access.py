@@ -42,7 +42,7 @@ class Live:
     settings: Settings
 
     def client(self, subject: str, *groups: str, admin: bool = False) -> httpx.AsyncClient:
-        roles = [self.settings.auth_admin_role] if admin else []
+        roles = [self.settings.auth.admin_role] if admin else []
         token = mint_dev_token(self.settings, subject=subject, groups=groups, roles=roles)
         return httpx.AsyncClient(
             base_url=self.server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30

@@ -52,7 +52,7 @@ async def stack() -> AsyncIterator[Served]:
 
 
 def _client(stack: Served) -> httpx.AsyncClient:
-    token = mint_dev_token(stack.settings, subject="admin", roles=[stack.settings.auth_admin_role])
+    token = mint_dev_token(stack.settings, subject="admin", roles=[stack.settings.auth.admin_role])
     return httpx.AsyncClient(base_url=stack.server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
 
@@ -91,7 +91,7 @@ async def _chat(client: httpx.AsyncClient, agent: dict[str, Any]) -> str:
 
 def _llama_client(stack: Served) -> httpx.AsyncClient:
     """llama.cpp's own endpoints want the key ``ragu serve`` made for this start (kept in the data directory)."""
-    key = (stack.settings.data_path / "local-llm.key").read_text().strip()
+    key = (stack.settings.server.data_path / "local-llm.key").read_text().strip()
     return httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"})
 
 
@@ -211,7 +211,7 @@ async def test_the_model_stops_with_ragu_serve_and_a_wrong_checksum_is_refused(s
 
     assert gone(), "the llama.cpp process outlived ragu serve"
 
-    model = find_local_model(TEST_MODEL, None, stack.settings.data_path)
+    model = find_local_model(TEST_MODEL, None, stack.settings.server.data_path)
     assert model is not None
     stack.server.env.update({"RAGU_LOCAL_LLM_MODEL": str(model.path), "RAGU_LOCAL_LLM_SHA256": "0" * 64})
     await stack.server.start()

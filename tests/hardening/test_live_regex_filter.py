@@ -21,7 +21,7 @@ HEALTH_EVERY_SECONDS = 0.05
 async def test_a_backtracking_line_filter_stalls_neither_the_preview_nor_kappi() -> None:
     async with served("ragu-regex-", SECRET) as running:
         settings = running.settings
-        token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
+        token = mint_dev_token(settings, subject="admin", roles=[settings.auth.admin_role])
         async with httpx.AsyncClient(
             base_url=running.server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30
         ) as client:

@@ -30,7 +30,7 @@ IN_FLIGHT = ("parsing", "chunking", "embedding", "writing")
 async def test_documents_removed_while_their_job_runs_are_gone(tmp_path: Path) -> None:
     async with served("ragu-removal-race-", SECRET, RAGU_WORKER_HEARTBEAT_SECONDS="0.3") as running:
         settings = running.settings
-        token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
+        token = mint_dev_token(settings, subject="admin", roles=[settings.auth.admin_role])
         with (tmp_path / "worker.log").open("ab") as log:  # the child keeps its own copy of the descriptor
             second = await asyncio.create_subprocess_exec(
                 sys.executable,

@@ -74,7 +74,7 @@ class Live:
     """``handbook`` (over an ``hr`` collection) and ``plain`` (no collections), both with :data:`SYSTEM_PROMPT`."""
 
     def client(self, subject: str, *groups: str, admin: bool = False) -> httpx.AsyncClient:
-        roles = [self.settings.auth_admin_role] if admin else []
+        roles = [self.settings.auth.admin_role] if admin else []
         token = mint_dev_token(self.settings, subject=subject, groups=groups, roles=roles)
         headers = {"Authorization": f"Bearer {token}"}
         return httpx.AsyncClient(base_url=self.server.base_url, headers=headers, timeout=30)

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
-import msgspec
 
 from common.auth import mint_dev_token
 from common.config import Settings
@@ -28,7 +27,7 @@ class ChannelWorld:
     public: dict[str, Any] = field(default_factory=dict)
 
     def token(self, subject: str, *groups: str, admin: bool = False) -> str:
-        roles = [self.settings.auth_admin_role] if admin else []
+        roles = [self.settings.auth.admin_role] if admin else []
         return mint_dev_token(self.settings, subject=subject, groups=groups, roles=roles)
 
 
@@ -42,7 +41,7 @@ async def channel_world(
     """A ``ragu serve`` whose tokens carry ``issuer`` and ``audience``, populated as the module docstring says."""
     env = {"RAGU_AUTH_ISSUER": issuer, "RAGU_AUTH_AUDIENCE": audience, "RAGU_WORKER_HEARTBEAT_SECONDS": "0.3"}
     async with served(prefix, secret, **env) as running:
-        settings = msgspec.structs.replace(running.settings, auth_issuer=issuer, auth_audience=audience)
+        settings = running.settings.with_(auth_issuer=issuer, auth_audience=audience)
         world = kind(server=running.server, settings=settings)
         await _populate(world, marker)
         yield world

@@ -372,7 +372,7 @@ async def model_world(
     """An agent on the ``local`` provider, served by the OpenAI-compatible stand-in, over one long passage."""
     async with OpenAIStandin() as llm:
         registry = default_llm_registry(
-            local=_Local(base_url=llm.base_url), local_passage_tokens=settings.local_llm_passage_tokens
+            local=_Local(base_url=llm.base_url), local_passage_tokens=settings.local_llm.passage_tokens
         )
         services = Kappi.build(db, clients, clients.vectors, registry, Authenticator(settings), ttl=60)
         handbook = await shelf.collection(chunks=[Placed(score=0.8, content=LONG)])
@@ -402,7 +402,7 @@ async def test_the_local_model_reads_the_passages_best_windows_and_the_citation_
     prompt = model_world.llm.requests[-1].body["messages"][-1]["content"]
     assert ANSWER in prompt
     assert len(prompt) < len(LONG) / 2
-    assert len(prompt) < (Settings().local_llm_passage_tokens + 200) * CHARS_PER_TOKEN
+    assert len(prompt) < (Settings().local_llm.passage_tokens + 200) * CHARS_PER_TOKEN
     sources = events[0].data["citations"]
     assert [c.text for c in sources] == [LONG]
     done = events[-1].data

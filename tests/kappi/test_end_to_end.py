@@ -808,7 +808,7 @@ async def model_kappi(
     world: World, settings: Settings, db: SingleConnectionDatabase, clients: SharedClients, app_client: AppClient
 ) -> AsyncIterator[ModelKappi]:
     async with OpenAIStandin() as llm:
-        served = msgspec.structs.replace(settings, openai_base_url=llm.base_url, openai_models="standin")
+        served = settings.with_(openai_base_url=llm.base_url, openai_models="standin")
         async with app_client(create_kappi(served, database=db, clients=clients)) as client:
             spec = {"llm_provider": "openai", "llm_model": "standin"}
             admin = as_user(settings, "root", admin=True)

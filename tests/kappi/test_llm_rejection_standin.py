@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from common.clients import SharedClients
@@ -43,7 +42,7 @@ async def refusing(
 ) -> AsyncIterator[Refusing]:
     async with OpenAIStandin() as llm:
         llm.script = Script(status=400, error_message=TOO_LONG)
-        served = msgspec.structs.replace(settings, openai_base_url=llm.base_url, openai_models="standin")
+        served = settings.with_(openai_base_url=llm.base_url, openai_models="standin")
         async with app_client(create_kappi(served, database=db, clients=clients)) as client:
             admin = as_user(settings, "root", admin=True)
             spec = {"name": "Refused", "llm_provider": "openai", "llm_model": "standin"}

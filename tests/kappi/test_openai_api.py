@@ -12,7 +12,6 @@ import uuid
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from common.auth import Authenticator
@@ -352,7 +351,7 @@ async def test_an_expired_token_and_one_for_another_audience_are_401(
         COMPLETIONS, json=ask(world.agent["id"]), headers={"Authorization": f"Bearer {_expired()}"}
     )
     assert (expired.status_code, expired.json()["error"]["code"]) == (401, "token_expired")
-    strict = create_kappi(msgspec.structs.replace(settings, **STRICT))
+    strict = create_kappi(settings.with_(**STRICT))
     foreign = _jwt(HS256, _claims(aud="someone-else", iss="https://idp.test"), _hs256(RIGHT_KEY))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=strict), base_url="http://ragu.test") as client:
         for path, method in (("/v1/models", "GET"), (COMPLETIONS, "POST")):

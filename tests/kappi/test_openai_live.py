@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import msgspec
 import openai
 import pytest
 from openai import AsyncOpenAI
@@ -181,9 +180,9 @@ def _expired() -> str:
     [
         (lambda live: _token(load_settings({}, auth_hs256_secret="another-secret-0123456789abcdef-xyz")),
          "invalid_signature"),
-        (lambda live: _token(msgspec.structs.replace(live.settings, auth_audience="someone-else")),
+        (lambda live: _token(live.settings.with_(auth_audience="someone-else")),
          "invalid_audience"),
-        (lambda live: _token(msgspec.structs.replace(live.settings, auth_issuer="https://evil.test")),
+        (lambda live: _token(live.settings.with_(auth_issuer="https://evil.test")),
          "invalid_issuer"),
         (lambda live: _expired(), "token_expired"),
         (lambda live: "not-a-token", "malformed_token"),

@@ -68,7 +68,7 @@ class Live:
     agent_id: str
 
     def token(self, subject: str, *groups: str, admin: bool = False) -> str:
-        roles = [self.settings.auth_admin_role] if admin else []
+        roles = [self.settings.auth.admin_role] if admin else []
         return mint_dev_token(self.settings, subject=subject, groups=groups, roles=roles)
 
     def kappi(self, subject: str, *groups: str) -> AsyncKappiClient:
@@ -84,7 +84,7 @@ async def live() -> AsyncIterator[Live]:
 async def _world(server: RaguServer, settings: Settings) -> Live:
     """Three collections (``hr``, ``legal``, ``ops``), each with one document, and one agent over all three, all
     built through the client's admin calls."""
-    token = mint_dev_token(settings, subject="admin", roles=[settings.auth_admin_role])
+    token = mint_dev_token(settings, subject="admin", roles=[settings.auth.admin_role])
     suffix = uuid.uuid4().hex[:6]
     async with AsyncChonkitClient(f"{server.base_url}/chonkit", token) as chonkit:
         uploaded = await chonkit.upload([(f"{key}.txt", text) for key, text in TEXTS.items()])

@@ -10,7 +10,6 @@ import json
 import time
 from typing import Any
 
-import msgspec
 from scim2_client.engines.asgi import ASGISCIMClient
 from scim2_models import Group, PatchOp
 
@@ -35,7 +34,7 @@ def hs256_token(secret: str, *, subject: str = "admin", lifetime: int = 600, **c
 
 
 def with_directory(settings: Settings, **overrides: Any) -> Settings:
-    return msgspec.structs.replace(settings, scim_token=Secret(SCIM_TOKEN), **overrides)
+    return settings.with_(scim_token=Secret(SCIM_TOKEN), **overrides)
 
 
 def scim_client(app: Any, base_url: str = "http://ragu.test/scim/v2", token: str = SCIM_TOKEN) -> Any:

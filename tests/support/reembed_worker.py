@@ -23,16 +23,16 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    db = await PoolDatabase.connect(settings.database_url or "", min_size=1, max_size=4)
+    db = await PoolDatabase.connect(settings.database.url or "", min_size=1, max_size=4)
     embedders = EmbedderRegistry([LocalProvider(), WordsProvider(delay=0.2)])
     try:
         async with SharedClients(settings, embedders=embedders).opened() as clients:
             worker = EmbeddingWorker(
                 db,
-                BlobStore(settings.data_path / "documents"),
+                BlobStore(settings.server.data_path / "documents"),
                 clients.embedders,
                 clients.vectors,
-                heartbeat_seconds=settings.worker_heartbeat_seconds,
+                heartbeat_seconds=settings.chonkit.worker_heartbeat_seconds,
             )
             await worker.run(stop)
     finally:

@@ -58,7 +58,7 @@ async def qdrant_down(
     """A worker whose Qdrant is a real client of a server that does not answer (nothing listens on port 9)."""
     unreachable = QdrantStore(AsyncQdrantClient(url="http://127.0.0.1:9", timeout=2, check_compatibility=False))
     vectors = VectorRegistry({"pgvector": clients.vectors.get("pgvector"), "qdrant": unreachable})
-    yield EmbeddingWorker(db, BlobStore(settings.data_path / "documents"), clients.embedders, vectors)
+    yield EmbeddingWorker(db, BlobStore(settings.server.data_path / "documents"), clients.embedders, vectors)
     await unreachable.aclose()
 
 

@@ -38,7 +38,7 @@ async def document_count(conn: Connection) -> int:
 
 
 def stored_blobs(settings: Settings) -> list[Path]:
-    return [p for p in (settings.data_path / "documents").rglob("*") if p.is_file()]
+    return [p for p in (settings.server.data_path / "documents").rglob("*") if p.is_file()]
 
 
 async def test_upload_get_list_download_patch_delete(chonkit: httpx.AsyncClient, settings: Settings) -> None:
@@ -160,7 +160,7 @@ async def test_upload_over_the_limit_is_413(
     app_client: AppClient,
     conn: Connection,
 ) -> None:
-    small = msgspec.structs.replace(settings, chonkit_max_upload_bytes=10_000)
+    small = settings.with_(chonkit_max_upload_bytes=10_000)
     async with app_client(create_app(small, database=db, clients=clients, worker=False)) as client:
         client.headers.update(bearer(small))
         response = await upload(client, ("big.txt", b"word " * 5_000))

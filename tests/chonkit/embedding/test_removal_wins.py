@@ -74,7 +74,7 @@ async def stack(
     """Chonkit and two workers on committed transactions of their own, so that the collection's lock, row locks and
     SKIP LOCKED act as in production (the ``db`` fixture serialises everything on one connection)."""
     database = await PoolDatabase.connect(database_url, min_size=1, max_size=6)
-    blobs = BlobStore(settings.data_path / "documents")
+    blobs = BlobStore(settings.server.data_path / "documents")
     workers = [
         EmbeddingWorker(database, blobs, clients.embedders, clients.vectors, name=f"w{n}", heartbeat_seconds=HEARTBEAT)
         for n in (1, 2)

@@ -47,8 +47,8 @@ def _start_worker(settings: Settings, database_url: str, log: Path) -> subproces
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_")}
     env.update(
         DATABASE_URL=database_url,
-        RAGU_DATA_DIR=settings.data_dir,
-        RAGU_AUTH_HS256_SECRET=reveal(settings.auth_hs256_secret) or "",
+        RAGU_DATA_DIR=settings.server.data_dir,
+        RAGU_AUTH_HS256_SECRET=reveal(settings.auth.hs256_secret) or "",
         RAGU_WORKER_HEARTBEAT_SECONDS="0.3",
         RAGU_AUTO_MIGRATE="false",
     )

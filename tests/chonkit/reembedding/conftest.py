@@ -94,7 +94,7 @@ async def chonkit2(
 def worker2(settings: Settings, db: SingleConnectionDatabase, reembed_clients: SharedClients) -> EmbeddingWorker:
     return EmbeddingWorker(
         db,
-        BlobStore(settings.data_path / "documents"),
+        BlobStore(settings.server.data_path / "documents"),
         reembed_clients.embedders,
         reembed_clients.vectors,
         heartbeat_seconds=0.2,

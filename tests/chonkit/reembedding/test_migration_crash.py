@@ -46,7 +46,7 @@ async def committed(
     database = await PoolDatabase.connect(database_url, min_size=1, max_size=4)
     clients = SharedClients(settings, embedders=two_providers, vectors=vectors)
     worker = EmbeddingWorker(
-        database, BlobStore(settings.data_path / "documents"), two_providers, vectors, heartbeat_seconds=0.2
+        database, BlobStore(settings.server.data_path / "documents"), two_providers, vectors, heartbeat_seconds=0.2
     )
     try:
         async with app_client(create_app(settings, database=database, clients=clients, worker=False)) as client:
@@ -65,8 +65,8 @@ def start_worker(settings: Settings, database_url: str, log: Path) -> subprocess
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_")}
     env.update(
         DATABASE_URL=database_url,
-        RAGU_DATA_DIR=settings.data_dir,
-        RAGU_AUTH_HS256_SECRET=reveal(settings.auth_hs256_secret) or "",
+        RAGU_DATA_DIR=settings.server.data_dir,
+        RAGU_AUTH_HS256_SECRET=reveal(settings.auth.hs256_secret) or "",
         RAGU_WORKER_HEARTBEAT_SECONDS="0.3",
     )
     with log.open("ab") as stderr:

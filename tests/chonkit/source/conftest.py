@@ -140,7 +140,7 @@ async def admin(
 def source_worker(
     source_settings: Settings, db: SingleConnectionDatabase, counted_clients: SharedClients
 ) -> EmbeddingWorker:
-    blobs = BlobStore(source_settings.data_path / "documents")
+    blobs = BlobStore(source_settings.server.data_path / "documents")
     return EmbeddingWorker(db, blobs, counted_clients.embedders, counted_clients.vectors, heartbeat_seconds=0.2)
 
 
@@ -148,7 +148,7 @@ def source_worker(
 def syncer(source_settings: Settings, db: SingleConnectionDatabase, counted_clients: SharedClients) -> SourceSyncer:
     return SourceSyncer(
         db,
-        BlobStore(source_settings.data_path / "documents"),
+        BlobStore(source_settings.server.data_path / "documents"),
         counted_clients.vectors,
         source_limits(source_settings),
         heartbeat_seconds=0.2,

@@ -55,7 +55,7 @@ async def committed(
 def _start_worker(settings: Settings, database_url: str, folder: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGU_")}
     env.update(
-        DATABASE_URL=database_url, RAGU_DATA_DIR=settings.data_dir, RAGU_AUTH_HS256_SECRET=TEST_SECRET,
+        DATABASE_URL=database_url, RAGU_DATA_DIR=settings.server.data_dir, RAGU_AUTH_HS256_SECRET=TEST_SECRET,
         RAGU_SOURCE_ROOTS=str(folder), RAGU_WORKER_HEARTBEAT_SECONDS="0.3", RAGU_AUTO_MIGRATE="false",
     )  # fmt: skip
     with log.open("ab") as stderr:  # the child keeps its own copy of the descriptor

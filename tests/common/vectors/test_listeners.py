@@ -73,18 +73,18 @@ def own_clients(settings: Settings, embedders: EmbedderRegistry) -> SharedClient
 async def test_chonkit_opens_no_listening_connection(
     settings: Settings, db: SingleConnectionDatabase, own_clients: SharedClients, app_client: AppClient
 ) -> None:
-    assert (await activity(settings.database_url or ""))[1] == 0
+    assert (await activity(settings.database.url or ""))[1] == 0
     async with app_client(create_chonkit(settings, database=db, clients=own_clients, worker=True)) as client:
         assert (await client.get("/health")).status_code == 200
         assert own_clients.vectors.get("pgvector").provider == "pgvector"  # the stores are open
-        assert await listeners_seen(settings.database_url or "", seconds=QUIET_SECONDS) == 0
+        assert await listeners_seen(settings.database.url or "", seconds=QUIET_SECONDS) == 0
 
 
 async def test_kappi_listens_once_also_beside_chonkit(
     settings: Settings, db: SingleConnectionDatabase, own_clients: SharedClients, app_client: AppClient
 ) -> None:
     """As ``ragu serve`` hosts them: one set of stores; kappi's copies listen, chonkit adds nothing."""
-    url = settings.database_url or ""
+    url = settings.database.url or ""
     async with (
         app_client(create_chonkit(settings, database=db, clients=own_clients, worker=True)),
         app_client(create_kappi(settings, database=db, clients=own_clients)),
