@@ -801,13 +801,22 @@ def _search_statement(
     return sql, args
 
 
+_UNINDEXED_GROUPS = "coalesce(payload->'groups', 'null'::jsonb)"
+"""The chunk's groups copy as the access filter reads it: the same value, but not the GIN index's expression, so
+the planner keeps the HNSW index. Every chunk of a collection carries the same copy, so the filter never narrows a
+collection enough for an exact scan of its chunks through that index to pay; given the chance (once the filter had
+no ``OR``), the planner took it for restricted collections and each hybrid question cost PostgreSQL about four times
+as much (``bench/kappi_bench.py``, docs/benchmarks.md)."""
+
+
 def _conditions(where: SearchFilter | None, first: int) -> tuple[str, list[Any]]:
     """The ``WHERE`` of every leg for this filter, its parameters numbered from ``first``, and their values."""
     conditions = [CHUNKS_ONLY]
     args: list[Any] = []
     if where is not None and where.readable_by is not None:
         args.append(sorted(where.readable_by))
-        grouped = f"jsonb_typeof(payload->'groups') = 'array' AND payload->'groups' ?| ${first + len(args) - 1}::text[]"
+        copy = f"{_UNINDEXED_GROUPS} ?| ${first + len(args) - 1}::text[]"
+        grouped = f"jsonb_typeof(payload->'groups') = 'array' AND {copy}"
         conditions.append(f"(payload->'groups' IS NULL OR ({grouped}))" if where.ungrouped_readable else f"({grouped})")
     if where is not None and where.document_ids is not None:
         args.append(sorted(where.document_ids))
