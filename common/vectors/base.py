@@ -18,10 +18,11 @@ Retrieval modes (:data:`RetrievalMode`), identical in every adapter:
 - ``lexical``: BM25 over ``content`` as :mod:`common.vectors.lexical` analyses it; ``score`` is the BM25 score.
   A ``text`` with no indexable term (only stop words or punctuation) finds nothing.
 - ``hybrid``: both legs, each :func:`common.vectors.fusion.leg_depth` deep, merged by weighted reciprocal-rank
-  fusion (:func:`common.vectors.fusion.fuse`); ``score`` is the fused score. With no indexable term it is the
-  dense leg's order.
+  fusion (:func:`common.vectors.fusion.fuse`), per chunk or per document (:attr:`Search.fusion`); ``score`` is
+  the fused score. With no indexable term it is the dense leg's order.
 
-In every mode: hits sorted by score descending, ties by id ascending; ``distance`` is the cosine distance between
+In every mode: hits sorted by score descending, ties by id ascending (a hybrid search fused per document: ties by
+the chunk's own fused score, then id); ``distance`` is the cosine distance between
 the hit's stored vector and the query vector; every ``where`` condition applies to every leg; ``max_distance``
 is a post-filter: of the ``limit`` best hits, those further than it are dropped (in a dense search that is the
 same as cutting first); the identity record is never a hit.
@@ -76,6 +77,12 @@ DEFAULT_DENSE_WEIGHT = 0.4
 default, not a law: every assignment and search may set its own.
 """
 """What a search ranks by (module docstring)."""
+Fusion = Literal["chunk", "document"]
+FUSIONS: tuple[Fusion, ...] = ("chunk", "document")
+DEFAULT_FUSION: Fusion = "chunk"
+"""How a hybrid search fuses its legs when none is asked for (:func:`common.vectors.fusion.fuse`): ``chunk`` ranks
+each chunk by its own ranks in the legs, ``document`` by its document's best ranks. ``document`` becomes the default
+only if it ranks better on SciFact's dev split and loses nothing on the answer suite's (``docs/benchmarks.md``)."""
 
 Vector: TypeAlias = Sequence[float] | npt.NDArray[np.float32]
 """Plain floats or an embedder's float32 array; adapters convert once, at their boundary."""
@@ -221,6 +228,8 @@ class Search(msgspec.Struct, frozen=True, kw_only=True):
     mode: RetrievalMode = "dense"
     dense_weight: float = DEFAULT_DENSE_WEIGHT
     """Hybrid only: the dense leg's share of weighted RRF, 0..1 (1 = the dense order, 0 = the lexical order)."""
+    fusion: Fusion = DEFAULT_FUSION
+    """Hybrid only: fuse per chunk, or credit each chunk with its document's best rank in each leg."""
 
 
 SearchResult: TypeAlias = list[SearchHit] | AppError

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple, TypeAlias
 
@@ -55,7 +55,7 @@ from common.vectors.base import (
     identity_vector,
 )
 from common.vectors.changes import add_trigger, announce, announces_writes
-from common.vectors.fusion import RRF_K, fuse, leg_depth, lexical_only
+from common.vectors.fusion import RRF_K, answered, by_document, fuse, leg_depth, leg_properties, lexical_only, rrf_score
 from common.vectors.records import (
     as_floats,
     check_retrieval,
@@ -552,11 +552,19 @@ class PgVectorStore:
             name=search.name,
             vector=search.vector,
             limit=leg_depth(search.limit),
-            properties=search.properties,
+            properties=leg_properties(search.properties, search.fusion),
             where=search.where,
         )
         dense = await self.search(leg)
-        return fuse(dense, [], dense_weight=search.dense_weight, limit=search.limit, max_distance=search.max_distance)
+        fused = fuse(
+            dense,
+            [],
+            dense_weight=search.dense_weight,
+            limit=search.limit,
+            max_distance=search.max_distance,
+            fusion=search.fusion,
+        )
+        return answered(fused, search.properties)
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         """The searches that fit the session's ``ef_search`` as one ``UNION ALL`` statement: one round trip
@@ -848,7 +856,10 @@ def _lexical_plan(search: Search, *, first: int = 1) -> tuple[str, list[Any]] | 
     if not terms.ids and not hybrid:
         return []  # nothing to look for: only stop words or punctuation
     depth = leg_depth(search.limit) if hybrid else search.limit
-    sql, filter_args = _lexical_statement(search.name, search.where, hybrid=hybrid, first=first)
+    per_document = hybrid and by_document(search.fusion)
+    sql, filter_args = _lexical_statement(
+        search.name, search.where, hybrid=hybrid, by_document=per_document, first=first
+    )
     args = [as_vector(search.vector), depth, list(search.properties), terms.ids, terms.tfs]
     if hybrid:
         args += [float(search.dense_weight), search.limit]
@@ -862,7 +873,7 @@ def _lexical_answer(search: Search, rows: Sequence[asyncpg.Record]) -> list[Sear
         hits = [_hit(row, score=row["lexical_score"]) for row in found]
         return lexical_only(hits, limit=search.limit, max_distance=search.max_distance)
     hits = []
-    for row in sorted(rows, key=lambda r: (-r["fused"], r["id"])):
+    for row in sorted(rows, key=_fused_order(search)):
         if search.max_distance is not None and row["distance"] > search.max_distance:
             continue
         legs = Legs(
@@ -879,7 +890,20 @@ def _lexical_answer(search: Search, rows: Sequence[asyncpg.Record]) -> list[Sear
     return hits
 
 
-def _lexical_statement(name: str, where: SearchFilter | None, *, hybrid: bool, first: int = 1) -> tuple[str, list[Any]]:
+def _fused_order(search: Search) -> Callable[[asyncpg.Record], tuple[float, float, uuid.UUID]]:
+    """How a hybrid statement's rows are ordered, as :func:`common.vectors.fusion.fuse` orders hits: fused score
+    descending, then the chunk's own fused score (the same as the first unless fused per document), then id."""
+    weight = float(search.dense_weight)
+
+    def key(row: asyncpg.Record) -> tuple[float, float, uuid.UUID]:
+        return -row["fused"], -rrf_score(weight, row["dense_rank"], row["lexical_rank"]), row["id"]
+
+    return key
+
+
+def _lexical_statement(
+    name: str, where: SearchFilter | None, *, hybrid: bool, by_document: bool = False, first: int = 1
+) -> tuple[str, list[Any]]:
     """A lexical or hybrid search as one statement, its parameters numbered from ``first``: the query vector, the
     depth of each leg, the property names, the query's term ids and their repeats, (hybrid) the dense weight and
     the limit, then the returned filter arguments.
@@ -888,10 +912,11 @@ def _lexical_statement(name: str, where: SearchFilter | None, *, hybrid: bool, f
     every chunk holding it with its tf weight; a chunk's BM25 score is the sum. Without a filter the best are
     ranked before the collection table is read; with one, every scored chunk is checked (a filter may reject the
     best ones). A hybrid search runs the HNSW leg beside it and fuses both in the statement — weighted RRF exactly
-    as :func:`common.vectors.fusion.fuse` computes it, the same float operations in the same order — so only the
-    ``limit`` fused hits are read in full and travel. Rows of both modes have the same columns (``search_many``
-    unites them): ``id``, the cosine ``distance``, ``dense_rank``, ``lexical_rank``, ``lexical_score`` (BM25),
-    ``fused`` and ``payload``; a lexical search's ranks and ``fused`` are NULL (its order is its scores').
+    as :func:`common.vectors.fusion.fuse` computes it, the same float operations in the same order, per chunk or
+    (``by_document``) per document (:func:`_fused`) — so only the ``limit`` fused hits are read in full and
+    travel. Rows of both modes have the same columns (``search_many`` unites them): ``id``, the cosine
+    ``distance``, ``dense_rank``, ``lexical_rank``, ``lexical_score`` (BM25), ``fused`` and ``payload``; a lexical
+    search's ranks and ``fused`` are NULL (its order is its scores').
     """
     table, stats, postings = table_of(name), stats_of(name), postings_of(name)
     vector, depth, properties, terms, repeats, weight, limit = (f"${first + n}" for n in range(7))
@@ -939,19 +964,50 @@ def _lexical_statement(name: str, where: SearchFilter | None, *, hybrid: bool, f
             ) d
         ),
         keyword AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ({ranked}) l),
-        fused AS (
-            SELECT id, dense.rank AS dense_rank, keyword.rank AS lexical_rank, keyword.score AS lexical_score,
-                   coalesce({weight}::float8 / ({RRF_K} + dense.rank), 0)
-                   + coalesce((1 - {weight}::float8) / ({RRF_K} + keyword.rank), 0) AS fused
-            FROM dense FULL JOIN keyword USING (id)
-            ORDER BY fused DESC, id
-            LIMIT {limit}
-        )
+        {_fused(table, weight, limit, by_document=by_document)}
         SELECT id, c.embedding <=> {vector} AS distance, f.dense_rank::int4, f.lexical_rank::int4, f.lexical_score,
                f.fused, {projected} AS payload
         FROM fused f JOIN {table} c USING (id)
     """
     return sql, args
+
+
+def _fused(table: str, weight: str, limit: str, *, by_document: bool) -> str:
+    """The ``fused`` step of a hybrid statement: the ``limit`` best candidates of the ``dense`` and ``keyword`` legs
+    by weighted RRF of their own ranks or, ``by_document``, of their document's best ranks (the document as
+    :func:`common.vectors.fusion.document_key` says it), ties by their own score then id."""
+
+    def rrf(dense: str, lexical: str) -> str:
+        return (
+            f"coalesce({weight}::float8 / ({RRF_K} + {dense}), 0)"
+            f" + coalesce((1 - {weight}::float8) / ({RRF_K} + {lexical}), 0)"
+        )
+
+    ranks = "SELECT id, dense.rank AS dense_rank, keyword.rank AS lexical_rank, keyword.score AS lexical_score"
+    if not by_document:
+        return f"""fused AS (
+            {ranks}, {rrf("dense.rank", "keyword.rank")} AS fused
+            FROM dense FULL JOIN keyword USING (id)
+            ORDER BY fused DESC, id
+            LIMIT {limit}
+        )"""
+    document = (
+        "CASE WHEN jsonb_typeof(c.payload->'document_id') = 'string' THEN 'd:' || (c.payload->>'document_id')"
+        " ELSE 'c:' || id::text END"
+    )
+    return f"""legs AS ({ranks} FROM dense FULL JOIN keyword USING (id)),
+        keyed AS (SELECT legs.*, {document} AS document FROM legs JOIN {table} c USING (id)),
+        documents AS (
+            SELECT document, min(dense_rank) AS dense_rank, min(lexical_rank) AS lexical_rank
+            FROM keyed GROUP BY document
+        ),
+        fused AS (
+            SELECT k.id, k.dense_rank, k.lexical_rank, k.lexical_score,
+                   {rrf("d.dense_rank", "d.lexical_rank")} AS fused, {rrf("k.dense_rank", "k.lexical_rank")} AS own
+            FROM keyed k JOIN documents d USING (document)
+            ORDER BY fused DESC, own DESC, id
+            LIMIT {limit}
+        )"""
 
 
 def _finds_nothing(limit: int, where: SearchFilter | None) -> bool:

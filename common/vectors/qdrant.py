@@ -70,7 +70,7 @@ from common.vectors.base import (
     VectorRecord,
     identity_vector,
 )
-from common.vectors.fusion import fuse, leg_depth, lexical_only
+from common.vectors.fusion import answered, fuse, leg_depth, leg_properties, lexical_only
 from common.vectors.records import (
     as_floats,
     check_retrieval,
@@ -370,10 +370,11 @@ class QdrantStore:
         where = search.where
         if search.limit == 0 or matches_nothing(where):
             return []
-        guarded = where is not None and where.readable_by is not None and "groups" not in search.properties
-        with_payload = [*search.properties, "groups"] if guarded else (list(search.properties) or False)
+        asked = leg_properties(search.properties, search.fusion) if search.mode == "hybrid" else search.properties
+        guarded = where is not None and where.readable_by is not None and "groups" not in asked
+        with_payload = [*asked, "groups"] if guarded else (list(asked) or False)
         hits = await self._search(search, as_floats(search.vector), with_payload)
-        return access_checked(hits, where, drop_groups=guarded)
+        return answered(access_checked(hits, where, drop_groups=guarded), search.properties)
 
     async def _search(self, search: Search, query: list[float], with_payload: list[str] | bool) -> list[SearchHit]:
         """:meth:`search` once its arguments are checked."""
@@ -397,7 +398,14 @@ class QdrantStore:
             legs.append(_Leg(name, query, search_filter(where), with_payload, depth=depth, terms=terms))
         dense, *lexical_hits = await self._legs(legs)
         merged = lexical_hits[0] if lexical_hits else []
-        return fuse(dense, merged, dense_weight=search.dense_weight, limit=limit, max_distance=max_distance)
+        return fuse(
+            dense,
+            merged,
+            dense_weight=search.dense_weight,
+            limit=limit,
+            max_distance=max_distance,
+            fusion=search.fusion,
+        )
 
     async def _dense(
         self,

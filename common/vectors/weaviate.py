@@ -40,6 +40,7 @@ _ensure_schema`): their ``content`` was always BM25-indexed, so nothing else nee
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import re
@@ -92,7 +93,7 @@ from common.vectors.base import (
     VectorRecord,
     identity_vector,
 )
-from common.vectors.fusion import RRF_K, fuse, leg_depth, lexical_only
+from common.vectors.fusion import RRF_K, answered, by_document, fuse, leg_depth, leg_properties, lexical_only
 from common.vectors.records import (
     as_floats,
     check_retrieval,
@@ -637,11 +638,8 @@ class WeaviateStore:
                 return []
             hits = await self._keyword(name, text, near, limit=limit, requested=requested, where=where)
             return lexical_only(hits, limit=limit, max_distance=max_distance)
-        if not terms.ids:  # nothing for the keyword leg: the dense order, legs saying so
-            dense = await self._dense(
-                name, near, limit=leg_depth(limit), requested=requested, max_distance=None, where=where
-            )
-            return fuse(dense, [], dense_weight=dense_weight, limit=limit, max_distance=max_distance)
+        if not terms.ids or by_document(search.fusion):
+            return await self._fused_here(search, near, requested, keyword=bool(terms.ids))
         arguments = hybrid_arguments(
             text,
             near,
@@ -660,6 +658,35 @@ class WeaviateStore:
         return hybrid_hits(
             result.objects, near, dense_weight=dense_weight, limit=limit, requested=requested, max_distance=max_distance
         )
+
+    async def _fused_here(
+        self, search: Search, near: list[float], requested: list[str], *, keyword: bool
+    ) -> list[SearchHit]:
+        """A hybrid search whose legs run as queries of their own (at once), fused by
+        :func:`common.vectors.fusion.fuse`: with no keyword leg (no indexable term: the dense order, legs saying so),
+        or fused per document, which needs every candidate of both legs (the native ``hybrid`` query returns only
+        the best ``depth`` of them by its own chunk fusion, so a document's best rank in a leg could be missing)."""
+        depth, fetched = leg_depth(search.limit), leg_properties(requested, search.fusion)
+        dense_leg = self._dense(
+            search.name, near, limit=depth, requested=fetched, max_distance=None, where=search.where
+        )
+        lexical_hits: list[SearchHit] = []
+        if keyword:
+            keyword_leg = self._keyword(
+                search.name, search.text, near, limit=depth, requested=fetched, where=search.where
+            )
+            dense, lexical_hits = await asyncio.gather(dense_leg, keyword_leg)
+        else:
+            dense = await dense_leg
+        fused = fuse(
+            dense,
+            lexical_hits,
+            dense_weight=search.dense_weight,
+            limit=search.limit,
+            max_distance=search.max_distance,
+            fusion=search.fusion,
+        )
+        return answered(fused, requested)
 
     async def _dense(
         self,
