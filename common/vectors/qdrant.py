@@ -49,7 +49,7 @@ import functools
 import logging
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc  # type: ignore[import-untyped]
 import msgspec
@@ -92,6 +92,9 @@ from common.vectors.records import (
 )
 from schemas.models import Identity
 
+if TYPE_CHECKING:
+    from common.vectors.qdrant_edge import EdgeClient
+
 _log = logging.getLogger(__name__)
 
 PROVIDER = "qdrant"
@@ -113,7 +116,8 @@ _CHUNKS_ONLY = models.Filter(must_not=[_NOT_IDENTITY])
 _NO_GROUPS = models.IsEmptyCondition(is_empty=models.PayloadField(key="groups"))
 _WITHOUT_LEXICAL = models.Filter(must_not=[_NOT_IDENTITY, models.HasVectorCondition(has_vector=LEXICAL_VECTOR)])
 _LEXICAL_PARAMS = models.SparseVectorParams(modifier=models.Modifier.IDF)
-_LENGTH_INDEX = models.IntegerIndexParams(type=models.IntegerIndexType.INTEGER, lookup=True, range=False)
+LENGTH_INDEX = models.IntegerIndexParams(type=models.IntegerIndexType.INTEGER, lookup=True, range=False)
+"""The index on :data:`LENGTH_FIELD`: exact values for the facet, no ranges."""
 # Local mode keeps only matches whose score is strictly above the threshold and scores in float32; loosen it
 # a little and apply the exact ``distance <= max_distance`` test on our side.
 _THRESHOLD_SLACK = 1e-6
@@ -121,10 +125,32 @@ _VENDOR_ERRORS = (UnexpectedResponse, ResponseHandlingException, grpc.RpcError, 
 _LOCAL_INDEX_WARNING = "Payload indexes have no effect in the local Qdrant"
 
 
+class ScoredPoint(Protocol):
+    """A point a search returns, as the adapter reads it: the client's ``models.ScoredPoint``, or Qdrant Edge's own
+    (:class:`~common.vectors.qdrant_edge.EdgeClient` passes them on unconverted: building a hundred pydantic models
+    per leg cost more than Edge's search)."""
+
+    @property
+    def id(self) -> object: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def payload(self) -> dict[str, Any] | None: ...
+    @property
+    def vector(self) -> object: ...
+
+
+class _Answer(Protocol):
+    """A query's answer: the client's ``QueryResponse`` or :class:`~common.vectors.qdrant_edge.EdgeAnswer`."""
+
+    @property
+    def points(self) -> Sequence[ScoredPoint]: ...
+
+
 class QdrantStore:
     """:class:`~common.vectors.base.VectorStore` over Qdrant; owns (and closes) the client it is given."""
 
-    def __init__(self, client: AsyncQdrantClient) -> None:
+    def __init__(self, client: AsyncQdrantClient | EdgeClient) -> None:
         self._client = client
         self._lexical_ready: set[str] = set()
         """Collections known to have the sparse vector (never forgotten but on drop: none loses it)."""
@@ -446,7 +472,7 @@ class QdrantStore:
         name = legs[0].name
         fetches = [leg.depth + 1 for leg in legs]
         try:
-            responses = await self._client.query_batch_points(
+            responses: Sequence[_Answer] = await self._client.query_batch_points(
                 name, requests=[leg.request(fetch) for leg, fetch in zip(legs, fetches, strict=True)]
             )
             return [
@@ -456,7 +482,7 @@ class QdrantStore:
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
 
-    async def _complete(self, leg: _Leg, points: list[models.ScoredPoint], fetch: int) -> list[models.ScoredPoint]:
+    async def _complete(self, leg: _Leg, points: Sequence[ScoredPoint], fetch: int) -> Sequence[ScoredPoint]:
         """A leg's points, asked again deeper while equal scores may continue past its depth."""
         while ties_continue(points, limit=leg.depth, fetched=fetch):
             fetch *= 4
@@ -620,9 +646,7 @@ class QdrantStore:
                 await self._client.create_payload_index(
                     name, field_name=field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
                 )
-            await self._client.create_payload_index(
-                name, field_name=LENGTH_FIELD, field_schema=_LENGTH_INDEX, wait=True
-            )
+            await self._client.create_payload_index(name, field_name=LENGTH_FIELD, field_schema=LENGTH_INDEX, wait=True)
 
     async def _translated(self, exc: Exception, name: str | None) -> AppError:
         """Our error for a client exception; asks the store only when the exception cannot say."""
@@ -675,24 +699,19 @@ class _Leg:
             with_vector=[DENSE_VECTOR],  # to measure the cosine distance of hits the dense leg did not find
         )
 
-    def hits(self, points: Sequence[models.ScoredPoint]) -> list[SearchHit]:
+    def hits(self, points: Sequence[ScoredPoint]) -> list[SearchHit]:
         """The leg's ``depth`` best, ties by id: dense scored by similarity, lexical by BM25 score."""
         ranked = sorted(points, key=lambda point: (-point.score, str(point.id)))[: self.depth]
         if self.terms is None:
             return [_dense_hit(point) for point in ranked]
-        unit_query = _unit(self.query)
+        distances = cosine_distances(_unit(self.query), [_dense_vector_of(point) for point in ranked])
         return [
-            SearchHit(
-                id=str(point.id),
-                score=point.score,
-                distance=cosine_distance(unit_query, _dense_vector_of(point)),
-                payload=point.payload or {},
-            )
-            for point in ranked
+            SearchHit(id=str(point.id), score=point.score, distance=distance, payload=point.payload or {})
+            for point, distance in zip(ranked, distances, strict=True)
         ]
 
 
-def _dense_hit(point: models.ScoredPoint) -> SearchHit:
+def _dense_hit(point: ScoredPoint) -> SearchHit:
     score = min(point.score, 1.0)  # float rounding can push an identical vector just past 1
     return SearchHit(id=str(point.id), score=score, distance=1.0 - score, payload=point.payload or {})
 
@@ -712,16 +731,23 @@ def _unit(vector: Sequence[float]) -> npt.NDArray[np.float64]:
     return array / norm if norm > 0 else array
 
 
-def cosine_distance(unit_query: npt.NDArray[np.float64], stored: Sequence[float] | None) -> float:
-    """``1 - cosine similarity`` of a hit's stored vector to the (unit) query, in ``[0, 2]``; a hit without its
-    vector (none was returned) is as far as can be."""
-    if stored is None:
-        return 2.0
-    similarity = float(np.dot(unit_query, _unit(stored)))
-    return min(max(1.0 - similarity, 0.0), 2.0)
+def cosine_distances(unit_query: npt.NDArray[np.float64], stored: Sequence[Sequence[float] | None]) -> list[float]:
+    """``1 - cosine similarity`` of each hit's stored vector to the (unit) query, in ``[0, 2]``; a hit without its
+    vector (none was returned) is as far as can be. One matrix product for the leg: a lexical leg brings ~100 hits,
+    and measuring them a vector at a time cost more than the engine's search (bench/qdrant_edge_bench.py)."""
+    distances = [2.0] * len(stored)
+    present = [i for i, vector in enumerate(stored) if vector is not None]
+    if not present:
+        return distances
+    matrix = np.asarray([stored[i] for i in present], dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+    similarities = (matrix @ unit_query) / np.where(norms > 0, norms, 1.0)  # a zero vector: similarity 0
+    for i, similarity in zip(present, similarities.tolist(), strict=True):
+        distances[i] = min(max(1.0 - similarity, 0.0), 2.0)
+    return distances
 
 
-def _dense_vector_of(point: models.ScoredPoint) -> Sequence[float] | None:
+def _dense_vector_of(point: ScoredPoint) -> Sequence[float] | None:
     vector: object = point.vector
     if isinstance(vector, dict):
         vector = vector.get(DENSE_VECTOR)
@@ -730,7 +756,7 @@ def _dense_vector_of(point: models.ScoredPoint) -> Sequence[float] | None:
     return None
 
 
-def ties_continue(points: Sequence[models.ScoredPoint], *, limit: int, fetched: int) -> bool:
+def ties_continue(points: Sequence[ScoredPoint], *, limit: int, fetched: int) -> bool:
     """Whether a full page ends in a tie with the ``limit``-th point, so more equal scores may follow."""
     return len(points) >= fetched > limit and points[-1].score == points[limit - 1].score
 
@@ -754,7 +780,7 @@ def search_filter(where: SearchFilter | None) -> models.Filter:
     return models.Filter(must=must, must_not=[_NOT_IDENTITY]) if must else _CHUNKS_ONLY
 
 
-def ranked_hits(points: Sequence[models.ScoredPoint], *, limit: int, max_distance: float | None) -> list[SearchHit]:
+def ranked_hits(points: Sequence[ScoredPoint], *, limit: int, max_distance: float | None) -> list[SearchHit]:
     """Closest first, equal scores by id ascending, at most ``limit``, none beyond ``max_distance``."""
     hits = []
     for point in sorted(points, key=lambda point: (-point.score, str(point.id))):

@@ -117,6 +117,28 @@ async def qdrant_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harnes
 
 
 @asynccontextmanager
+async def qdrant_edge_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    """The embedded Qdrant: Qdrant Edge's engine in this process, on disk in the test's folder."""
+    from qdrant_client import models
+
+    from common.vectors.qdrant import QdrantStore
+    from common.vectors.qdrant_edge import open_edge_client
+
+    client = await open_edge_client(request.getfixturevalue("tmp_path"))
+
+    async def make_foreign_collection(name: str) -> None:
+        await client.create_collection(name, vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT))
+        point = models.PointStruct(id=str(uuid.uuid4()), vector=[0.0, 1.0, 0.0, 0.0], payload={"title": "not ours"})
+        await client.upsert(name, points=[point], wait=True)
+
+    store = QdrantStore(client)
+    try:
+        yield Harness(store=store, make_foreign_collection=make_foreign_collection)
+    finally:
+        await store.aclose()
+
+
+@asynccontextmanager
 async def weaviate_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     url = os.environ.get("WEAVIATE_URL")
     if not url:
@@ -153,6 +175,7 @@ PROVIDERS: dict[str, ProviderFactory] = {
     "pgvector": pgvector_harness,
     "pgvector-resident": resident_pgvector_harness,
     "qdrant": qdrant_harness,
+    "qdrant-edge": qdrant_edge_harness,
     "weaviate": weaviate_harness,
 }
 
