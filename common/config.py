@@ -149,10 +149,10 @@ class QdrantSettings(_Group, frozen=True, rename=_flat("qdrant_")):
     """The Qdrant vector provider."""
 
     url: str | None = None
-    """A Qdrant server. Unset: Qdrant's local mode on ``qdrant_path`` (one process at a time)."""
+    """A Qdrant server. Unset: the embedded Qdrant (Qdrant Edge) on ``qdrant_path`` (one process at a time)."""
     api_key: Secret | None = None
     path: str | None = None
-    """Local-mode storage; default ``<data_dir>/qdrant``."""
+    """The embedded Qdrant's folder; default ``<data_dir>/qdrant`` (local mode's collections there are migrated)."""
 
 
 class ResidentSettings(_Group, frozen=True, rename=_flat("resident_")):

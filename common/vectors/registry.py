@@ -37,24 +37,27 @@ class VectorRegistry:
 
 
 async def open_vector_registry(settings: Settings) -> VectorRegistry:
-    """pgvector on the Ragu database (its own small pool), Qdrant (server or local mode), and Weaviate when a URL
-    is configured: the plain adapters (kappi alone wraps pgvector in its in-memory copies, ``kappi.app``).
+    """pgvector on the Ragu database (its own small pool), Qdrant (a server, or the embedded Qdrant: Qdrant Edge in
+    this process, which takes over what local mode left in its folder), and Weaviate when a URL is configured: the
+    plain adapters (kappi alone wraps pgvector in its in-memory copies, ``kappi.app``).
     Requires ``settings.database.url`` to be resolved."""
     from qdrant_client import AsyncQdrantClient
 
     from common.vectors.pgvector import PgVectorStore, open_pool
     from common.vectors.qdrant import QdrantStore
+    from common.vectors.qdrant_edge import EdgeClient, open_edge_client
 
     if not settings.database.url:
         raise RuntimeError("database_url must be resolved before opening vector stores")
     pool = await open_pool(settings.database.url)
     stores: dict[str, VectorStore] = {"pgvector": PgVectorStore(pool)}
+    qdrant: AsyncQdrantClient | EdgeClient
     if settings.qdrant.url:
         qdrant = AsyncQdrantClient(url=settings.qdrant.url, api_key=reveal(settings.qdrant.api_key))
     else:
         path = Path(settings.qdrant.path or settings.server.data_path / "qdrant")
         await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
-        qdrant = AsyncQdrantClient(path=str(path))
+        qdrant = await open_edge_client(path)
     stores["qdrant"] = QdrantStore(qdrant)
     if settings.weaviate.url:
         stores["weaviate"] = await _weaviate(settings)
