@@ -1,8 +1,9 @@
 """pgvector collections searched in this process's memory, kept exact by PostgreSQL's change notices.
 
-Why: a kappi question searches three or more collections. Through PostgreSQL that costs ~2.6 ms of database
-CPU and ~0.5 ms of ours per question (``bench/kappi_bench.py``); a faiss HNSW index over the same chunks in
-this process answers the three searches in ~0.2 ms, on the server's own core, with no round trip.
+Why: a kappi question searches three or more collections. Through PostgreSQL each costs the database CPU (the
+HNSW walk, and for lexical and hybrid searches one index probe per posting of every query term) and a round trip;
+a faiss index and an inverted index over the same chunks in this process answer them on the server's own core,
+for a fraction of that (``bench/kappi_bench.py``; figures in docs/benchmarks.md).
 
 Kappi's own choice: :class:`ResidentVectors` wraps a :class:`PgVectorStore` and is built only in kappi's
 composition root (``kappi.app``). Chonkit, ``ragu worker`` and ``ragu reconcile`` use the plain store: they
@@ -21,21 +22,28 @@ How the copy stays exact:
 - A copy whose load overlapped a notice is thrown away (a generation counter per collection), so no copy ever
   predates a write whose notice has arrived. While the feed is not provably listening, nothing is searched in
   memory: every copy is dropped when it goes, and loads wait until it is back.
+- A copy is one repeatable read of the chunks — ids, vectors, payloads and lexical columns — with the chunk
+  count of the collection's term statistics; it is built in a thread, off the event loop.
 
 Access: the chunks' own ``groups`` are part of the copy and the SQL filter's rule applies to them unchanged
-(no ``groups`` = everyone; otherwise at least one in common), so the second access check holds here too.
+(no ``groups`` = everyone; otherwise at least one in common), in the dense leg and in the lexical leg alike, so
+the second access check holds here too.
 
-Answers match the SQL search: the same HNSW candidate list (``ef_search``), exact cosine distances sorted by
-(distance, id), the same ``max_distance`` cut after the limit. Whenever the copy could answer differently —
+Dense answers match the SQL search: the same HNSW candidate list (``ef_search``), exact cosine distances sorted
+by (distance, id), the same ``max_distance`` cut after the limit. Whenever the copy could answer differently —
 equal distances straddling the limit, a filter that rejects only some candidates, a document filter, a query
 of another dimension — that search goes to PostgreSQL. So do filters on ``tags`` and ``label`` (the copy does not
-hold them) and lexical searches (the term statistics and postings live in PostgreSQL).
+hold them).
 
-A hybrid search whose collection is in memory takes its dense leg from the copy, as a dense search of the leg's
-depth, and only its lexical leg from PostgreSQL (the legs of a fan-out in one statement), fused by the same
-:func:`~common.vectors.fusion.fuse`: about half of PostgreSQL's whole hybrid search, measured on SciFact
-(docs/benchmarks.md), with the same answers on exhaustive copies and the same quality on HNSW ones (whose
-approximations, like PostgreSQL's, may differ deep in the dense leg).
+Lexical and hybrid searches are answered whole by the copy (:meth:`_Copy.text_search`): the lexical leg from an
+inverted index of the chunks' ``terms`` and ``term_weights`` (:class:`_Lexical`: each query term's postings read
+once, as numpy slices, so the cost is not an index probe per posting), with the IDF from the copy's own document
+frequencies — exact, the copy being an exact snapshot — and the same float64 operations in the same order as the
+SQL statement, so scores agree to the bit and rank alike (score descending, id); scores unequal but within
+:data:`TIE_TOLERANCE` send the search to PostgreSQL. A hybrid search's dense leg is a dense search of the leg's
+depth, fused with the lexical leg by the same :func:`~common.vectors.fusion.fuse`. The same answers as
+PostgreSQL's on exhaustive copies and the same quality on HNSW ones (whose approximations, like PostgreSQL's,
+may differ deep in the dense leg).
 """
 
 from __future__ import annotations
@@ -52,7 +60,9 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from common.db.database import Pool
 from common.errors import AppError
+from common.vectors import lexical
 from common.vectors.base import (
     Search,
     SearchFilter,
@@ -61,9 +71,18 @@ from common.vectors.base import (
     Vector,
     VectorRecord,
 )
-from common.vectors.changes import ChangeFeed
-from common.vectors.fusion import fuse, leg_depth
-from common.vectors.pgvector import DEFAULT_EF_SEARCH, Chunk, PgVectorStore
+from common.vectors.changes import ChangeFeed, announces_writes
+from common.vectors.fusion import fuse, leg_depth, lexical_only
+from common.vectors.pgvector import (
+    CHUNKS_ONLY,
+    DEFAULT_EF_SEARCH,
+    SCHEMA,
+    SNAPSHOT_BATCH,
+    Chunk,
+    PgVectorStore,
+    stats_of,
+    table_of,
+)
 from common.vectors.records import check_retrieval, is_collection_name
 from schemas.models import Identity
 
@@ -81,6 +100,9 @@ REBUILD_FACTOR = 10.0
 """A collection is copied again only after its writes have been quiet for this many times its last build:
 rebuilding costs the same core that answers questions, so a collection written to all the time is searched in
 PostgreSQL rather than rebuilt over and over (at most ~10 % of the core goes to rebuilds)."""
+TIE_TOLERANCE = 1e-9
+"""Lexical scores this close (relative) but unequal are a near tie: SQL adds a chunk's postings in an order the
+plan chooses, so its sums may differ from ours in the last bits (~1e-15 relative) and rank the pair otherwise."""
 BUSY_WITHIN = 0.002
 """Questions whose searches start this close together (seconds) are batched (:class:`_Batch`); a question
 alone searches at once rather than wait for the event loop's turn (~1 ms at a few hundred questions/s)."""
@@ -106,8 +128,8 @@ class ResidentVectors:
     Args:
         store: The store to wrap; it (and its pool) belongs to the caller and stays open after :meth:`aclose`.
         url: The database URL, for the connection that listens for change notices.
-        max_chunks: Most chunks held in memory over all collections (5.5 KB each measured at 384 dimensions
-            with SciFact's payloads); 0 copies nothing and listens for nothing.
+        max_chunks: Most chunks held in memory over all collections (each with its vector, payload and
+            postings: bytes per chunk in docs/benchmarks.md); 0 copies nothing and listens for nothing.
         settle_seconds: Quiet time after a collection's last write before it is copied again.
     """
 
@@ -255,12 +277,13 @@ class ResidentVectors:
 
     async def search_many(self, searches: Sequence[Search]) -> list[SearchResult]:
         """The copies answer what they can: HNSW searches of questions arriving together (within
-        :data:`BUSY_WITHIN`) in one batch (:class:`_Batch`), others at once. The rest, including a search whose
-        copy was dropped before its batch ran, goes to the store in one call."""
+        :data:`BUSY_WITHIN`) in one batch (:class:`_Batch`), others at once; lexical and hybrid searches whole
+        (:meth:`_Copy.text_search`). The rest, including a search whose copy was dropped before its batch ran,
+        goes to the store in one call."""
         results: list[SearchResult | None] = [None] * len(searches)
-        hybrid = await self._dense_from_copies(searches, results)
-        if hybrid:
-            await self._hybrid(searches, hybrid, results)
+        units: dict[int, npt.NDArray[np.float32] | None] = {}  # an agent's searches share their query vector
+        self._text_from_copies(searches, results, units)
+        await self._dense_from_copies(searches, results, units)
         rest = [n for n, result in enumerate(results) if result is None]
         if rest:
             for n, result in zip(rest, await self._store.search_many([searches[n] for n in rest]), strict=True):
@@ -268,28 +291,22 @@ class ResidentVectors:
         return [r if r is not None else [] for r in results]
 
     async def _dense_from_copies(
-        self, searches: Sequence[Search], results: list[SearchResult | None]
-    ) -> list[tuple[int, _Copy]]:
-        """Answer in ``results`` the dense searches whose collection is in memory; the hybrid ones, with their
-        copy, are returned for :meth:`_hybrid`."""
-        units: dict[int, npt.NDArray[np.float32] | None] = {}  # an agent's searches share their query vector
+        self,
+        searches: Sequence[Search],
+        results: list[SearchResult | None],
+        units: dict[int, npt.NDArray[np.float32] | None],
+    ) -> None:
+        """Answer in ``results`` the dense searches whose collection is in memory."""
         waiting: list[asyncio.Future[SearchResult | None]] = []
         positions: list[int] = []
         now = time.monotonic()
         busy = self._pending is not None or now - self._last_search_many <= BUSY_WITHIN
         self._last_search_many = now
-        hybrid: list[tuple[int, _Copy]] = []
         for n, search in enumerate(searches):
-            copy = self._current_copy(search.name) if search.mode != "lexical" else None
+            copy = self._current_copy(search.name) if search.mode == "dense" else None
             if copy is None:
                 continue
-            if search.mode == "hybrid":
-                hybrid.append((n, copy))
-                continue
-            key = id(search.vector)
-            if key not in units:
-                units[key] = _unit(search.vector)
-            planned = copy.plan(search, units[key])
+            planned = copy.plan(search, _unit_of(search, units))
             if not isinstance(planned, _Planned):
                 results[n] = planned
             elif copy.approximate and busy:
@@ -299,51 +316,30 @@ class ResidentVectors:
                 results[n] = copy.answer(search, planned)
         for n, answer in zip(positions, waiting, strict=True):
             results[n] = await answer  # one batch answers them all: only the first await suspends
-        return hybrid
 
-    async def _hybrid(
-        self, searches: Sequence[Search], planned: Sequence[tuple[int, _Copy]], results: list[SearchResult | None]
+    def _text_from_copies(
+        self,
+        searches: Sequence[Search],
+        results: list[SearchResult | None],
+        units: dict[int, npt.NDArray[np.float32] | None],
     ) -> None:
-        """Hybrid searches whose collection is in memory: the dense leg from the copy, the lexical legs from
-        PostgreSQL in one statement (:meth:`PgVectorStore.search_many`), fused here by the same
-        :func:`~common.vectors.fusion.fuse`; payloads from the copy. Answers ``results`` in place; a search
-        the copy cannot answer exactly (see :meth:`_Copy.hits`), or whose copy went while PostgreSQL answered,
-        is left to the store whole."""
-        dense: list[tuple[int, _Copy, list[SearchHit]]] = []
-        for n, copy in planned:
-            search = searches[n]
+        """Answer in ``results`` the lexical and hybrid searches whose collection is in memory with its lexical
+        index: both legs from the copy, fused by the same :func:`~common.vectors.fusion.fuse`. What the copy
+        cannot answer exactly (:meth:`_Copy.text_search` says ``None``) is left to the store whole."""
+        analysed: dict[str, lexical.DocumentTerms] = {}  # an agent's searches share their question
+        for n, search in enumerate(searches):
+            copy = self._current_copy(search.name) if search.mode != "dense" else None
+            if copy is None or copy.lexical is None:
+                continue
             try:
                 check_retrieval(search.mode, search.dense_weight)
             except AppError as exc:
                 results[n] = exc
                 continue
-            leg = msgspec.structs.replace(search, limit=leg_depth(search.limit), properties=(), max_distance=None)
-            hits = copy.search(leg, _unit(search.vector))
-            if hits is not None:
-                dense.append((n, copy, hits))
-        if not dense:
-            return
-        legs = [
-            msgspec.structs.replace(
-                searches[n], limit=leg_depth(searches[n].limit), properties=(), max_distance=None, mode="lexical"
-            )
-            for n, _, _ in dense
-        ]
-        for (n, copy, dense_hits), lexical_hits in zip(dense, await self._store.search_many(legs), strict=True):
-            search = searches[n]
-            if isinstance(lexical_hits, AppError):
-                results[n] = lexical_hits
-                continue
-            if self._copies.get(search.name) is not copy:
-                continue  # written meanwhile: the legs may not agree
-            fused = fuse(
-                dense_hits,
-                lexical_hits,
-                dense_weight=search.dense_weight,
-                limit=search.limit,
-                max_distance=search.max_distance,
-            )
-            results[n] = copy.with_payloads(fused, search.properties)
+            terms = analysed.get(search.text)
+            if terms is None:
+                terms = analysed[search.text] = lexical.query_terms(search.text)
+            results[n] = copy.text_search(search, _unit_of(search, units), terms)
 
     def _current_copy(self, name: str) -> _Copy | None:
         copy = self._copies.get(name)
@@ -382,9 +378,9 @@ class ResidentVectors:
             async with self._load_lock:
                 generation, epoch = self._generation.get(name, 0), self._epoch
                 budget = self._max_chunks - sum(c.size for c in self._copies.values())
-                chunks = await self._store.snapshot(name, max_chunks=budget)
+                snapshot = await _snapshot(self._store.pool, name, max_chunks=budget)
                 started = time.perf_counter()
-                copy = None if chunks is None else await asyncio.to_thread(_Copy.build, chunks)
+                copy = None if snapshot is None else await asyncio.to_thread(_Copy.build, snapshot)
                 self._build_seconds[name] = time.perf_counter() - started
                 current = generation == self._generation.get(name, 0) and epoch == self._epoch
                 if not current or not self._feed.listening.is_set():
@@ -393,8 +389,13 @@ class ResidentVectors:
                     self._refused[name] = generation
                 else:
                     self._copies[name] = copy
-                    _log.info("collection %s searched in memory: %d chunks", name, copy.size)
-        except (AppError, asyncpg.PostgresError, OSError) as exc:
+                    _log.info(
+                        "collection %s searched in memory: %d chunks, lexical index %s",
+                        name,
+                        copy.size,
+                        "none" if copy.lexical is None else f"{copy.lexical.nbytes / copy.size:.0f} bytes per chunk",
+                    )
+        except (AppError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
             _log.info("collection %s not copied to memory: %s", name, exc)
             self._changed_at[name] = asyncio.get_running_loop().time()  # wait before trying again
         except Exception:  # noqa: BLE001 -- a bug here must never cost a search: PostgreSQL keeps answering
@@ -435,17 +436,24 @@ class _Copy:
     exact re-rank measured 10 % slower per question: the re-rank reads cold float32 rows.)"""
 
     def __init__(
-        self, index: Any, ids: list[str], payloads: list[dict[str, Any]], groups: list[frozenset[str] | None]
+        self,
+        index: Any,
+        ids: list[str],
+        payloads: list[dict[str, Any]],
+        groups: list[frozenset[str] | None],
+        lexical: _Lexical | None = None,
     ) -> None:
         self.index = index
         self.ids = ids
         self.payloads = payloads
         self.groups = groups
+        self.lexical = lexical
+        """The collection's inverted index; ``None`` when the table has none (lexical searches go to PostgreSQL)."""
         self.size, self.dimension = len(ids), int(index.d)
         self.approximate = self.size > FLAT_UP_TO
         self._ef_search = 0
         self._labels: dict[str, int] | None = None
-        """Each chunk's position by id, built by the first hybrid search (lexical hits name chunks by id)."""
+        """Each chunk's position by id, built by the first lexical or hybrid search (fused hits name chunks by id)."""
         self._projected: dict[tuple[str, ...], dict[int, dict[str, Any]]] = {}
         """Per ``properties`` asked for, each chunk's payload cut to them once (callers get a copy): the cut
         walks a cold dict of a dozen keys, the copy is one C call. At most one small dict per chunk and
@@ -453,10 +461,15 @@ class _Copy:
         first = groups[0] if groups else None
         self.uniform = all(g == first for g in groups)
         """Every chunk carries the same groups (the normal case): the access filter is one check."""
+        distinct: dict[frozenset[str] | None, int] = {}
+        self._group_of = np.fromiter((distinct.setdefault(g, len(distinct)) for g in groups), np.int32, len(groups))
+        """Each chunk's groups as an index into :attr:`_group_values`: the lexical leg's access filter reads it
+        for every candidate at once."""
+        self._group_values = list(distinct)
 
     def with_payloads(self, hits: Sequence[SearchHit], properties: Sequence[str]) -> list[SearchHit] | None:
-        """``hits`` with the requested properties of each chunk's payload; ``None`` when one is not in the copy
-        (written after it was taken)."""
+        """``hits`` (of this copy's chunks) with the requested properties of each chunk's payload; ``None`` when
+        one is not in the copy."""
         if self._labels is None:
             self._labels = {id_: label for label, id_ in enumerate(self.ids)}
         wanted = set(properties)
@@ -472,10 +485,12 @@ class _Copy:
         return filled
 
     @classmethod
-    def build(cls, rows: Sequence[Chunk]) -> _Copy | None:
-        """``None`` for what the copy cannot answer like SQL: zero vectors, odd ``groups`` values, no chunks."""
+    def build(cls, snapshot: _Snapshot) -> _Copy | None:
+        """``None`` for what the copy cannot answer like SQL: zero vectors, odd ``groups`` values, no chunks. A
+        lexical index that cannot be read exactly is left out (its searches go to PostgreSQL)."""
         faiss = _import_faiss()
         faiss.omp_set_num_threads(1)
+        rows = snapshot.chunks
         if not rows:
             return None
         vectors = np.stack([vector for _, vector, _ in rows]).astype(np.float32)
@@ -496,7 +511,74 @@ class _Copy:
             index = faiss.IndexHNSWFlat(dimension, HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = HNSW_BUILD_EF
         index.add(vectors)
-        return cls(index, [id_ for id_, _, _ in rows], [_untrackable(payload) for _, _, payload in rows], usable)
+        ids = [id_ for id_, _, _ in rows]
+        payloads = [_untrackable(payload) for _, _, payload in rows]
+        return cls(index, ids, payloads, usable, _Lexical.build(snapshot, ids))
+
+    def text_search(
+        self, search: Search, query: npt.NDArray[np.float32] | None, terms: lexical.DocumentTerms
+    ) -> list[SearchHit] | None:
+        """A lexical or hybrid search (``terms``: its text analysed) as :meth:`PgVectorStore.search` answers it,
+        or ``None`` when only SQL can say: the lexical leg from :attr:`lexical`, the dense leg from faiss (as a
+        dense search of the leg's depth), fused by :func:`~common.vectors.fusion.fuse`."""
+        if self.lexical is None or getattr(search, "fusion", "chunk") != "chunk":
+            return None  # per-document fusion is PostgreSQL's statement's
+        planned = self.plan(search, query)
+        if not isinstance(planned, _Planned):
+            return planned
+        hybrid = search.mode == "hybrid"
+        depth = leg_depth(search.limit) if hybrid else search.limit
+        lexical_hits = self._lexical_leg(self.lexical, search.where, terms, depth, planned.query)
+        if lexical_hits is None:
+            return None
+        if not hybrid:
+            hits = lexical_only(lexical_hits, limit=search.limit, max_distance=search.max_distance)
+            return self.with_payloads(hits, search.properties)
+        leg = msgspec.structs.replace(search, mode="dense", limit=depth, properties=(), max_distance=None)
+        dense_hits = self.search(leg, planned.query)
+        if dense_hits is None:
+            return None
+        fused = fuse(
+            dense_hits,
+            lexical_hits,
+            dense_weight=search.dense_weight,
+            limit=search.limit,
+            max_distance=search.max_distance,
+        )
+        return self.with_payloads(fused, search.properties)
+
+    def _lexical_leg(
+        self,
+        index: _Lexical,
+        where: SearchFilter | None,
+        terms: lexical.DocumentTerms,
+        depth: int,
+        query: npt.NDArray[np.float32],
+    ) -> list[SearchHit] | None:
+        """The best ``depth`` readable chunks by BM25 as the SQL leg ranks them (score descending, id), their
+        ``score`` the BM25 score; ``None`` at a near tie (:meth:`_Lexical.top`). The access filter applies to every
+        scored chunk before the ranking, as SQL's ``WHERE`` does (uniform groups were settled by :meth:`plan`)."""
+        labels, scores = index.scores(terms)
+        if not self.uniform and where is not None and where.readable_by is not None:
+            readable = np.array([_allowed(groups, where) for groups in self._group_values], dtype=bool)
+            kept = readable[self._group_of[labels]]
+            labels, scores = labels[kept], scores[kept]
+        ranked = index.top(labels, scores, depth)
+        if ranked is None:
+            return None  # near-equal scores: SQL's sums, added in another order, might rank them otherwise
+        found = ranked[0].tolist()
+        ids = self.ids
+        return [
+            SearchHit(id=ids[label], score=score, distance=distance, payload={})
+            for label, score, distance in zip(found, ranked[1].tolist(), self._distances(query, found), strict=True)
+        ]
+
+    def _distances(self, query: npt.NDArray[np.float32], labels: list[int]) -> list[float]:
+        """The cosine distances of these chunks to the unit ``query``, as the dense leg computes them (float32)."""
+        if not labels:
+            return []
+        similarities = self.index.reconstruct_batch(np.asarray(labels, dtype=np.int64)) @ query
+        return [1.0 - similarity for similarity in similarities.tolist()]
 
     def search(self, search: Search, query: npt.NDArray[np.float32] | None) -> list[SearchHit] | None:
         """Hits as :meth:`PgVectorStore.search` returns them for this unit ``query``, or ``None`` when only SQL
@@ -574,6 +656,186 @@ class _Planned(NamedTuple):
     fetch: int
 
 
+class _Lexical:
+    """A copy's inverted index: every term's postings — the chunks holding it, as labels ascending, with the
+    chunk's BM25 tf weight (``term_weights``, float32 as stored) — as one slice of two flat arrays, terms
+    ascending. A query reads each of its terms' slice once, vectorised; no per-posting work in Python.
+
+    BM25 as the SQL statement computes it (:func:`common.vectors.pgvector.lexical_index`), the same float64
+    operations in the same order: ``idf = tf_q * ln(1 + (N - df + 0.5) / (df + 0.5))`` per query term, with ``N``
+    the chunks that have lexical columns and ``df`` the chunks holding the term — counted from the copy, which is
+    an exact snapshot, so they are the statistics table's; then each chunk's ``weight * idf`` summed over the
+    query's terms ascending, which is the order the statement's postings reach its sum (term-major scans).
+    Scores therefore agree to the bit; where they might not (near-equal scores, see :meth:`top`), PostgreSQL
+    answers.
+    """
+
+    def __init__(
+        self,
+        *,
+        terms: npt.NDArray[np.int32],
+        starts: npt.NDArray[np.int64],
+        labels: npt.NDArray[np.int32],
+        weights: npt.NDArray[np.float32],
+        id_order: npt.NDArray[np.int32],
+        chunks: int,
+        size: int,
+    ) -> None:
+        self.terms, self.starts, self.labels, self.weights = terms, starts, labels, weights
+        self.id_order = id_order
+        """Each chunk's position when the copy's ids are sorted: the tie-break (score descending, then id)."""
+        self.chunks = chunks
+        self.size = size
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the index's arrays."""
+        arrays = (self.terms, self.starts, self.labels, self.weights, self.id_order)
+        return sum(array.nbytes for array in arrays)
+
+    @classmethod
+    def build(cls, snapshot: _Snapshot, ids: Sequence[str]) -> _Lexical | None:
+        """The index of the snapshot's lexical columns; ``None`` when the table has none, or when they do not
+        add up to the statistics table's chunk count read in the same transaction (then PostgreSQL answers)."""
+        if snapshot.total is None:
+            return None
+        try:
+            columns = [
+                (_binary_array(terms, np.int32), _binary_array(weights, np.float32))
+                for terms, weights in zip(snapshot.terms, snapshot.weights, strict=True)
+            ]
+        except ValueError as exc:
+            _log.info("lexical columns not copied to memory: %s", exc)
+            return None
+        indexed = [(t, w) for t, w in columns if t is not None and w is not None and len(t) == len(w)]
+        held = sum(1 for t, _ in columns if t is not None)
+        if held != snapshot.total or len(indexed) != held:
+            _log.info(
+                "lexical columns not copied to memory: %d chunks hold terms, statistics say %d", held, snapshot.total
+            )
+            return None
+        counts = np.fromiter((len(t) for t, _ in columns if t is not None), np.int64, held)
+        holders = np.fromiter((n for n, (t, _) in enumerate(columns) if t is not None), np.int32, held)
+        terms = np.concatenate([t for t, _ in indexed]) if indexed else np.empty(0, np.int32)
+        weights = np.concatenate([w for _, w in indexed]) if indexed else np.empty(0, np.float32)
+        order = np.argsort(terms, kind="stable")  # term-major; within a term, labels ascending
+        terms = terms[order]
+        labels = np.repeat(holders, counts)[order]
+        firsts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if len(terms) else np.empty(0, np.int64)
+        id_order = np.empty(len(ids), np.int32)
+        id_order[np.argsort(np.array(ids))] = np.arange(len(ids), dtype=np.int32)
+        return cls(
+            terms=np.ascontiguousarray(terms[firsts]),
+            starts=np.r_[firsts, len(terms)].astype(np.int64),
+            labels=labels,
+            weights=np.ascontiguousarray(weights[order]),
+            id_order=id_order,
+            chunks=held,
+            size=len(ids),
+        )
+
+    def scores(self, query: lexical.DocumentTerms) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        """Every chunk holding a query term, as labels ascending, with its BM25 score."""
+        wanted = np.asarray(query.ids, dtype=np.int32)
+        at = np.searchsorted(self.terms, wanted)
+        present = at < len(self.terms)
+        present[present] = self.terms[at[present]] == wanted[present]
+        totals = np.zeros(self.size)
+        n = self.chunks
+        for position, tf in zip(at[present].tolist(), np.asarray(query.tfs)[present].tolist(), strict=True):
+            start, end = int(self.starts[position]), int(self.starts[position + 1])
+            df = end - start
+            idf = tf * math.log(1 + (n - df + 0.5) / (df + 0.5))
+            postings = self.labels[start:end]
+            totals[postings] += np.multiply(self.weights[start:end], idf, dtype=np.float64)
+        labels = np.flatnonzero(totals)  # every weight and IDF is positive: held chunks only
+        return labels, totals[labels]
+
+    def top(
+        self, labels: npt.NDArray[np.intp], scores: npt.NDArray[np.float64], depth: int
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
+        """The best ``depth`` of these chunks by (score descending, id), as SQL ranks them; ``None`` when two
+        neighbours among them, or at the cut, score unequal but within :data:`TIE_TOLERANCE` (SQL's sums may
+        round them the other way). Exactly equal scores are ranked by id, as SQL does: equal postings are summed
+        alike."""
+        wanted = depth + 1  # one past the cut shows whether the cut splits near-equal scores
+        if len(labels) > wanted:
+            kth = np.partition(scores, len(scores) - wanted)[len(scores) - wanted]
+            best = scores >= kth  # ties at the k-th score all kept, for the id order to choose among them
+            labels, scores = labels[best], scores[best]
+        order = np.lexsort((self.id_order[labels], -scores))[:wanted]
+        labels, scores = labels[order], scores[order]
+        gaps = scores[:-1] - scores[1:]
+        if np.any((gaps > 0) & (gaps <= TIE_TOLERANCE * scores[:-1])):
+            return None
+        return labels[:depth], scores[:depth]
+
+
+class _Snapshot(NamedTuple):
+    """A collection as one transaction saw it: its chunks, their lexical columns (PostgreSQL's binary array
+    format, decoded in the build's thread) and the chunk count of its term statistics (``None``: no lexical
+    index)."""
+
+    chunks: list[Chunk]
+    terms: list[bytes | None]
+    weights: list[bytes | None]
+    total: int | None
+
+
+_HAS_LEXICAL = """
+SELECT to_regclass($1) IS NOT NULL AND (
+    SELECT count(*) = 2 FROM information_schema.columns
+    WHERE table_schema = $2 AND table_name = $3 AND column_name IN ('terms', 'term_weights'))
+"""
+
+
+async def _snapshot(pool: Pool, name: str, *, max_chunks: int) -> _Snapshot | None:
+    """Every chunk of a collection with its lexical columns, and its statistics' chunk count, in one repeatable
+    read; ``None`` when there are more than ``max_chunks`` or the table does not announce its writes (not made by
+    Ragu), so that no copy could outlive a write unnoticed.
+
+    The lexical arrays travel as ``bytea`` (``array_send``): the event loop only receives bytes, and the build's
+    thread decodes them (decoding ~100 numbers per chunk into Python lists would block the loop)."""
+    table = table_of(name)
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        if not await announces_writes(conn, table):
+            return None
+        total: int | None = None
+        columns = "NULL::bytea, NULL::bytea"
+        if await conn.fetchval(_HAS_LEXICAL, stats_of(name), SCHEMA, name):
+            total = await conn.fetchval(f"SELECT chunks FROM {stats_of(name)} WHERE term = 0") or 0  # noqa: S608
+            columns = "array_send(terms), array_send(term_weights)"
+        snapshot = _Snapshot([], [], [], total)
+        statement = f"SELECT id, embedding, payload, {columns} FROM {table} WHERE {CHUNKS_ONLY}"  # noqa: S608
+        async for row in conn.cursor(statement, prefetch=SNAPSHOT_BATCH):
+            if len(snapshot.chunks) >= max_chunks:
+                return None
+            snapshot.chunks.append((str(row[0]), row[1].to_numpy(), row[2]))
+            snapshot.terms.append(row[3])
+            snapshot.weights.append(row[4])
+    return snapshot
+
+
+def _binary_array(data: bytes | None, dtype: type[np.int32] | type[np.float32]) -> npt.NDArray[Any] | None:
+    """A one-dimensional ``int4[]`` or ``real[]`` from PostgreSQL's binary format: a 12-byte header (dimensions,
+    null flag, element type), each dimension's length and lower bound, then each element's length and value, all
+    big-endian. ``ValueError`` for anything else (nulls, several dimensions)."""
+    if data is None:
+        return None
+    dimensions, nulls = int.from_bytes(data[0:4], "big"), int.from_bytes(data[4:8], "big")
+    if dimensions == 0:
+        return np.empty(0, dtype)
+    if dimensions != 1 or nulls:
+        raise ValueError(f"a lexical array of {dimensions} dimensions, nulls {nulls}")
+    count = int.from_bytes(data[12:16], "big")
+    kind = "i4" if dtype is np.int32 else "f4"
+    elements = np.frombuffer(data, dtype=[("length", ">i4"), ("value", f">{kind}")], count=count, offset=20)
+    if np.any(elements["length"] != 4):
+        raise ValueError("a lexical array element is not 4 bytes")
+    values: npt.NDArray[Any] = elements["value"].astype(dtype)
+    return values
+
+
 class _Batch:
     """The copy searches asked for during one event-loop turn, run together at the start of the next.
 
@@ -612,6 +874,14 @@ class _Batch:
                 for *_, answer in queued:
                     if not answer.done():
                         answer.set_exception(exc)
+
+
+def _unit_of(search: Search, units: dict[int, npt.NDArray[np.float32] | None]) -> npt.NDArray[np.float32] | None:
+    """:func:`_unit` of the search's vector, once per vector object (an agent's searches share theirs)."""
+    key = id(search.vector)
+    if key not in units:
+        units[key] = _unit(search.vector)
+    return units[key]
 
 
 def _unit(vector: Vector) -> npt.NDArray[np.float32] | None:
