@@ -735,21 +735,27 @@ class _Lexical:
         )
 
     def scores(self, query: lexical.DocumentTerms) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
-        """Every chunk holding a query term, as labels ascending, with its BM25 score."""
+        """Every chunk holding a query term, as labels ascending, with its BM25 score. The query's postings are
+        gathered term after term and summed per chunk in that order (``bincount`` adds its input in order)."""
         wanted = np.asarray(query.ids, dtype=np.int32)
         at = np.searchsorted(self.terms, wanted)
         present = at < len(self.terms)
         present[present] = self.terms[at[present]] == wanted[present]
-        totals = np.zeros(self.size)
+        at = at[present]
+        if not len(at):
+            return np.empty(0, np.intp), np.empty(0, np.float64)
+        firsts, lasts = self.starts[at].tolist(), self.starts[at + 1].tolist()
         n = self.chunks
-        for position, tf in zip(at[present].tolist(), np.asarray(query.tfs)[present].tolist(), strict=True):
-            start, end = int(self.starts[position]), int(self.starts[position + 1])
-            df = end - start
-            idf = tf * math.log(1 + (n - df + 0.5) / (df + 0.5))
-            postings = self.labels[start:end]
-            totals[postings] += np.multiply(self.weights[start:end], idf, dtype=np.float64)
-        labels = np.flatnonzero(totals)  # every weight and IDF is positive: held chunks only
-        return labels, totals[labels]
+        idfs = [  # math.log: the C library's log, as PostgreSQL's ln()
+            tf * math.log(1 + (n - (last - first) + 0.5) / ((last - first) + 0.5))
+            for tf, first, last in zip(np.asarray(query.tfs)[present].tolist(), firsts, lasts, strict=True)
+        ]
+        labels = np.concatenate([self.labels[first:last] for first, last in zip(firsts, lasts, strict=True)])
+        weights = np.concatenate([self.weights[first:last] for first, last in zip(firsts, lasts, strict=True)])
+        impacts = weights.astype(np.float64) * np.repeat(idfs, np.subtract(lasts, firsts))
+        totals = np.bincount(labels, weights=impacts, minlength=self.size).astype(np.float64, copy=False)
+        held = np.flatnonzero(totals)  # every weight and IDF is positive: held chunks only
+        return held, totals[held]
 
     def top(
         self, labels: npt.NDArray[np.intp], scores: npt.NDArray[np.float64], depth: int
