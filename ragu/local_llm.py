@@ -243,6 +243,7 @@ def _die_with_parent(parent: int) -> None:
 def _serve(args: argparse.Namespace) -> int:
     parent = os.getppid()
     _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C while the model loads ends us too (see below)
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -260,10 +261,12 @@ def _serve(args: argparse.Namespace) -> int:
     params.ui = False
     params.api_keys = [sys.stdin.readline().strip()]
     params.verbosity = LOG_VERBOSITY
+    server = xllamacpp.Server(params)  # loads the model, then serves from llama.cpp's own threads
+    # Handlers only now: while the model loads, a SIGTERM takes its default action and ends us at once (there
+    # is nothing to clean up yet); a Python handler set before the load waited out the parent's grace period.
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    server = xllamacpp.Server(params)  # loads the model, then serves from llama.cpp's own threads
     print(READY, flush=True)
     while not stop.wait(1.0):
         if os.getppid() != parent:

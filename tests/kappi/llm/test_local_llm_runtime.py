@@ -23,7 +23,7 @@ import pytest
 
 from common.errors import Unavailable
 from kappi.llm.base import ChatMessage, LlmRequest, Token, complete
-from kappi.llm.local_models import find_local_model, installed_models
+from kappi.llm.local_models import LocalModel, find_local_model, installed_models
 from kappi.llm.registry import EXTRACTIVE, LOCAL_PROVIDER, default_llm_registry
 from ragu.local_llm import LocalLlmServer
 from tests.hardening.live_stack import eventually
@@ -252,3 +252,47 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+STANDIN_XLLAMACPP = """
+import os, pathlib, time, types
+
+class CommonParams:
+    def __init__(self):
+        self.model = types.SimpleNamespace()
+        self.cpuparams = types.SimpleNamespace()
+        self.cpuparams_batch = types.SimpleNamespace()
+
+class Server:
+    def __init__(self, params):
+        pathlib.Path(os.environ["STANDIN_LOADING"]).touch()
+        time.sleep(120)  # a model that takes long to load
+"""
+
+
+def test_a_stop_while_the_model_loads_ends_the_process_by_sigterm_standin_llama(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C on ``ragu serve`` soon after it starts: the child, still loading its model, must end on the SIGTERM,
+    not hold it until the load is done and be SIGKILLed after the grace period (it was, 10 s later). A stand-in
+    ``xllamacpp`` whose load never ends makes the moment certain."""
+    (tmp_path / "standin").mkdir()
+    (tmp_path / "standin" / "xllamacpp.py").write_text(STANDIN_XLLAMACPP)
+    loading = tmp_path / "loading"
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "standin"))
+    monkeypatch.setenv("STANDIN_LOADING", str(loading))
+    model = LocalModel(name="standin", path=tmp_path / "standin.gguf", sha256="0" * 64)
+    server = LocalLlmServer(
+        model, threads=1, slots=1, queue=1, context=512, log_path=tmp_path / "llm.log", key_path=tmp_path / "key"
+    )
+    server.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not loading.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert loading.exists(), (tmp_path / "llm.log").read_text()[-2000:]
+    finally:
+        server.stop()
+    process = server._process  # the exit status is what this test is about
+    assert process is not None
+    assert process.returncode == -signal.SIGTERM, "the loading child ignored SIGTERM and was killed after the grace"
