@@ -1,8 +1,9 @@
 """The Qdrant adapter: one Qdrant collection per Ragu collection, cosine distance, one unnamed vector.
 
-It takes an ``AsyncQdrantClient`` built by the caller, so the same code serves a Qdrant server (``url=``,
-REST or gRPC) and the client's local mode (``location=":memory:"`` or ``path=``) used by tests and
-single-machine installs. The identity record is the point at :data:`~common.vectors.base.IDENTITY_ID`;
+It takes the client built by the caller, so the same code serves a Qdrant server (``AsyncQdrantClient(url=)``,
+REST or gRPC), the embedded Qdrant of single-machine installs (:class:`~common.vectors.qdrant_edge.EdgeClient`:
+Qdrant's own engine in the process) and the client's local mode (``location=":memory:"``), which tests use. The
+identity record is the point at :data:`~common.vectors.base.IDENTITY_ID`;
 every read, count and search excludes it with a ``must_not`` ``has_id`` condition, so nothing else has to
 remember it exists.
 
@@ -10,10 +11,8 @@ Qdrant speaks cosine *similarity* (``score``, higher is closer) and normalises v
 speaks cosine distance, so thresholds are converted at the boundary (``score >= 1 - max_distance``).
 
 Local mode is exact brute force in numpy, but it evaluates payload conditions in Python for every point and
-runs synchronously on the event loop: at 10k points a search takes ~80 ms with only the identity exclusion
-and ~400 ms with an access filter. Fine for tests, the CLI and small collections; serve kappi from a server.
-Its lexical leg is brute force too (every chunk's sparse vector scored in Python), so a hybrid search in local
-mode costs several dense searches; a server answers it from its sparse index (docs/benchmarks.md).
+runs synchronously on the event loop, and its lexical leg scores every chunk's sparse vector in Python: fine for
+tests. The embedded Qdrant and a server answer from Qdrant's own indexes (docs/benchmarks.md compares them).
 
 Errors are translated at the boundary: unknown collection → ``NotFound("collection_not_found")``, server
 unreachable → ``Unavailable("vector_store_unavailable")``, input the engine refuses →
