@@ -171,7 +171,8 @@ class QdrantStore:
         collection migrated before), one ``update_collection_aliases`` call moves it, which Qdrant applies atomically;
         then the old version is deleted. A collection made under its own name is deleted first and the alias made at
         once after: in local mode nothing runs between the two (neither call yields to the event loop); a Qdrant
-        server answers ``collection_not_found`` in between, once per collection (its later swaps are atomic)."""
+        server and the embedded Qdrant answer ``collection_not_found`` in between, once per collection (their later
+        swaps are atomic)."""
         checked_name(name)
         try:
             if not await self._client.collection_exists(checked_name(version)):
