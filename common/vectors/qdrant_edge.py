@@ -90,6 +90,8 @@ class EdgeClient:
         self._root = Path(path) / EDGE_FOLDER
         (self._root / COLLECTIONS_FOLDER).mkdir(parents=True, exist_ok=True)
         self._lock: IO[str] | None = None
+        self._opening = asyncio.Lock()
+        """Held while a shard is opened, made or deleted: a second open of a shard fails, and can damage the first."""
         self._shards: dict[str, qe.EdgeShard] = {}
         self._aliases: dict[str, str] = _read_json(self._root / ALIASES_FILE)
 
@@ -138,17 +140,23 @@ class EdgeClient:
             vectors=qe.EdgeVectorParams(size=vectors_config.size, distance=_DISTANCES[vectors_config.distance]),
             sparse_vectors=sparse,
         )
-        self._shards[collection_name] = await _run(qe.EdgeShard.create, str(folder), config)
+        async with self._opening:
+            if collection_name in self._collections():
+                raise ValueError(f"Collection {collection_name} already exists")
+            self._shards[collection_name] = await _run(qe.EdgeShard.create, str(folder), config)
         return True
 
     async def delete_collection(self, collection_name: str) -> bool:
         """As local mode: a collection's folder and the aliases naming it go; an alias's name deletes nothing."""
-        if not _FOLDER_NAME.match(collection_name) or collection_name not in self._collections():
+        if not _FOLDER_NAME.match(collection_name):
             return False
-        shard = self._shards.pop(collection_name, None)
-        if shard is not None:
-            await _run(shard.close)
-        await _run(shutil.rmtree, self._folder(collection_name))
+        async with self._opening:
+            if collection_name not in self._collections():
+                return False
+            shard = self._shards.pop(collection_name, None)
+            if shard is not None:
+                await _run(shard.close)
+            await _run(shutil.rmtree, self._folder(collection_name))
         await self._write_aliases({a: c for a, c in self._aliases.items() if c != collection_name})
         return True
 
@@ -359,10 +367,12 @@ class EdgeClient:
         shard = self._shards.get(name)
         if shard is not None:
             return shard
-        if name not in self._collections():
-            raise ValueError(f"Collection {collection_name} not found")
-        shard = await _run(qe.EdgeShard.load, str(self._folder(name)))
-        return self._shards.setdefault(name, shard)
+        async with self._opening:
+            if name not in self._shards:
+                if name not in self._collections():
+                    raise ValueError(f"Collection {collection_name} not found")
+                self._shards[name] = await _run(qe.EdgeShard.load, str(self._folder(name)))
+            return self._shards[name]
 
     async def _update(self, collection_name: str, operation: qe.UpdateOperation) -> models.UpdateResult:
         shard = await self._shard(collection_name)

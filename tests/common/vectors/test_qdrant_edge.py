@@ -7,6 +7,7 @@ qdrant-client's local mode left in the same folder.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import uuid
 from pathlib import Path
@@ -147,3 +148,25 @@ async def test_a_migration_cut_short_copies_the_unfinished_collection_again(tmp_
     finally:
         await edge.aclose()
     assert (tmp_path / EDGE_FOLDER / "collections" / "Handbook").is_dir()
+
+
+async def test_concurrent_first_searches_after_a_restart_open_the_collection_once(tmp_path: Path) -> None:
+    # A second open of an Edge shard fails (and can damage the first): searches racing to open it must not both try.
+    first = QdrantStore(await open_edge_client(tmp_path))
+    await first.create_collection(make_identity(groups=["hr"]), DIM)
+    await first.upsert("Handbook", CHUNKS)
+    expected = await answers(first, "Handbook")
+    await first.aclose()
+
+    second = QdrantStore(await open_edge_client(tmp_path))
+    try:
+        found = await asyncio.gather(*(answers(second, "Handbook") for _ in range(8)))
+        assert found == [expected] * 8
+        await second.set_groups("Handbook", ["finance"])  # writes the groups' payload index
+    finally:
+        await second.aclose()
+    third = QdrantStore(await open_edge_client(tmp_path))
+    try:
+        assert await third.count_misgrouped("Handbook", ["finance"]) == 0
+    finally:
+        await third.aclose()
