@@ -218,3 +218,41 @@ async def test_lexical_and_hybrid_searches_cost_postgres_nothing(
         assert_alike(await resident.search(search), hits, search)
     assert statements == []
     assert identity.name in resident.status.in_memory()
+
+
+async def test_chunks_without_lexical_columns_are_left_out_of_the_index_as_in_postgres(
+    resident: ResidentVectors, writer: PgVectorStore, writer_pool: Pool
+) -> None:
+    """Chunks another application wrote without ``terms`` (NULL) hold no postings and do not count in N, in the
+    copy as in PostgreSQL's statistics; the copy keeps answering lexical and hybrid searches alike."""
+    identity = new_identity()
+    rng = np.random.default_rng(47)
+    rows: list[tuple[str, list[str] | None]] = [
+        (" ".join(rng.choice(WORDS, size=int(rng.integers(1, 8)))), None) for _ in range(60)
+    ]
+    await writer.create_collection(identity, DIM)
+    await writer.upsert(identity.name, chunk_records(rows, rng, first=0))
+    async with writer_pool.acquire() as conn:
+        await conn.execute(
+            f'INSERT INTO vectors."{identity.name}" (id, embedding, payload) '
+            "SELECT gen_random_uuid(), embedding, payload FROM vectors."
+            f"\"{identity.name}\" WHERE (payload->>'chunk_index')::int < 5"
+        )
+    asked = [
+        {
+            "text": text,
+            "mode": mode,
+            "limit": 8,
+            "readers": None,
+            "ungrouped_readable": True,
+            "dense_weight": 0.5,
+            "max_distance": None,
+        }
+        for text in ("vacation policy", "leave leave bonus", "pension office remote")
+        for mode in ("lexical", "hybrid")
+    ]
+    assert await compare(resident, writer, writer_pool, identity.name, asked) == len(asked)
+    copy = resident._copies[identity.name]
+    assert copy.size == 65
+    assert copy.lexical is not None
+    assert copy.lexical.chunks == 60
