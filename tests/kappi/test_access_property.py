@@ -6,7 +6,8 @@ store's payload filter alone must hold — and with the payload filter switched 
 check alone must hold; and each of those in every retrieval mode: ``dense``, ``lexical`` (a retrieval path of
 its own, BM25 over the words) and ``hybrid``. Every chunk holds the question's words, and each collection's
 first chunk *is* the question, word for word, so the lexical leg ranks a restricted collection's chunk first
-whenever it can reach it. Each runs on three stores: Qdrant in its local mode, pgvector searched in
+whenever it can reach it. Each runs on four stores: Qdrant in its local mode and on Qdrant Edge (the embedded
+Qdrant that ships), pgvector searched in
 PostgreSQL, and pgvector with the collections searched in this process's memory (``ResidentVectors``: each
 example waits until every collection's copy is in service, and checks afterwards that the copies were in
 service). The stores live in a private event loop, so the property can be a plain synchronous Hypothesis test.
@@ -18,6 +19,7 @@ that a reader holding identities cached a moment earlier still decides from the 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 import time
 import uuid
@@ -39,6 +41,7 @@ from common.vectors import Search
 from common.vectors.base import RETRIEVAL_MODES, RetrievalMode, VectorRecord, VectorStore
 from common.vectors.pgvector import PgVectorStore, open_pool
 from common.vectors.qdrant import QdrantStore
+from common.vectors.qdrant_edge import open_edge_client
 from common.vectors.registry import VectorRegistry
 from common.vectors.resident import ResidentVectors
 from kappi.access.identities import IdentityReader
@@ -58,7 +61,7 @@ QUESTION = "what do the documents say about vacation days?"
 CHUNK_TAGS = (["policy"], ["faq"], [])
 """Chunk ``i`` of every collection carries ``CHUNK_TAGS[i]``."""
 TAG_FILTERS: tuple[list[str] | None, ...] = (None, ["policy"], ["policy", "faq"], [])
-STORES = ["qdrant", "pgvector-sql", "pgvector"]
+STORES = ["qdrant", "qdrant-edge", "pgvector-sql", "pgvector"]
 _NO_COPY = object()
 ODD_COPIES: tuple[object, ...] = (_NO_COPY, [], None, "hr")
 """Copies of a collection's groups that name none of them: absent, empty, null, a string (naming a group)."""
@@ -72,7 +75,7 @@ class World:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.kind = store
-        self.provider = "qdrant" if store == "qdrant" else "pgvector"
+        self.provider = "qdrant" if store.startswith("qdrant") else "pgvector"
         self.pool: Pool | None = None
         self.store: VectorStore = self.run(self._open(database_url))
         self.vectors = VectorRegistry({self.provider: self.store})
@@ -83,6 +86,8 @@ class World:
     async def _open(self, database_url: str) -> VectorStore:
         if self.kind == "qdrant":
             return QdrantStore(AsyncQdrantClient(location=":memory:"))
+        if self.kind == "qdrant-edge":  # the embedded Qdrant that ships (Qdrant's own filters and is_empty)
+            return QdrantStore(await open_edge_client(tempfile.mkdtemp(prefix="ragu-access-edge-")))
         self.pool = await open_pool(database_url, max_size=2)
         if self.kind == "pgvector-sql":
             sql = PgVectorStore(self.pool)
