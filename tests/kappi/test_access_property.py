@@ -7,10 +7,10 @@ check alone must hold; and each of those in every retrieval mode: ``dense``, ``l
 its own, BM25 over the words) and ``hybrid``. Every chunk holds the question's words, and each collection's
 first chunk *is* the question, word for word, so the lexical leg ranks a restricted collection's chunk first
 whenever it can reach it. Each runs on four stores: Qdrant in its local mode and on Qdrant Edge (the embedded
-Qdrant that ships), pgvector searched in
-PostgreSQL, and pgvector with the collections searched in this process's memory (``ResidentVectors``: each
-example waits until every collection's copy is in service, and checks afterwards that the copies were in
-service). The stores live in a private event loop, so the property can be a plain synchronous Hypothesis test.
+Qdrant that ships), pgvector searched in PostgreSQL, and pgvector with the collections searched in this process's
+memory (``ResidentVectors``: each example waits until every collection's copy is in service, and checks afterwards
+that the copies were in service). The stores live in a private event loop, so the property can be a plain
+synchronous Hypothesis test.
 
 A chat's history has a single check (stored answers have no chunk filter behind them): its property checks
 that a reader holding identities cached a moment earlier still decides from the live ones.
