@@ -28,6 +28,16 @@ lexical >= 0.98x bm25s; dense >= 0.98x exact; a hybrid search's p50 <= 1.5x a de
 search test bench (the call as the handler makes it, query embedding included; the store's own share, the
 response's ``search_ms``, is reported beside it).
 
+**Dev and test splits.** SciFact's BEIR release has no dev split, so the bench makes one by a rule fixed before
+any figure was read (:func:`split_of`): a query is ``dev`` when the first byte of the SHA-256 of its id (UTF-8) is
+even, ``test`` otherwise (167 dev and 133 test of the 300). Retrieval choices (fusion per chunk or per document, and
+any parameter) are made on ``dev`` only; ``test`` is reported once, never chosen on. Every quality figure is given
+on both splits (``splits``) beside the whole set (kept for comparison with earlier runs).
+
+**Fusion** (``fusion_sweep``): hybrid searches straight through each engine's store (the query embedded once, the
+search test bench's properties), fused per chunk and per document (:data:`common.vectors.base.FUSIONS`), for
+``--k`` chunks and for an agent's 10, interleaved query by query, with the store's time per search.
+
 nDCG@10 is computed here, as trec_eval's ``ndcg_cut_10`` (BEIR's figure): graded gains from the qrels, a
 ``log2(rank + 1)`` discount, the ideal DCG from the query's qrels; averaged over every test query with qrels.
 Recall@100 is the share of a query's relevant documents among its first 100 documents (for the engines: the
@@ -129,6 +139,20 @@ def load_dataset(folder: Path) -> Dataset:
             if query["_id"] in qrels:
                 queries[query["_id"]] = query["text"]
     return Dataset(load_corpus(folder), queries, qrels)
+
+
+SPLIT_RULE = "dev: the first byte of sha256(query id, UTF-8) is even; test: it is odd"
+SPLITS = ("dev", "test")
+
+
+def split_of(query_id: str) -> str:
+    """``dev`` or ``test``, by :data:`SPLIT_RULE`: fixed, so every run and every reader splits alike."""
+    return "dev" if hashlib.sha256(query_id.encode()).digest()[0] % 2 == 0 else "test"
+
+
+def split_qrels(qrels: Qrels, split: str) -> Qrels:
+    """The qrels of one split's queries."""
+    return {query_id: judged for query_id, judged in qrels.items() if split_of(query_id) == split}
 
 
 def quick_subset(data: Dataset, queries: int = QUICK_QUERIES, distractors: int = QUICK_DISTRACTORS) -> Dataset:
@@ -397,13 +421,16 @@ async def _measure(data: Dataset, url: str, qdrant_path: Path, plan: Plan) -> di
         embedder = embedders.get("local", next(iter(collections.values())).model)
         ingest = await _ingest(data, product.vectors, embedder, collections)
         runs = await _search_all(data, product, collections, ingest.document_of, plan=plan)
+        fusions = await _fusion_sweep(data, product, collections, ingest.document_of, embedder, plan=plan)
         references = await _references(data, embedder)
         weights = await _weight_sweep(data, product, collections, ingest.document_of, plan=plan)
     finally:
         await product.vectors.aclose()
         await db.aclose()
         await embedders.aclose()
-    return _result(data, ingest, runs, references, weights=weights, plan=plan)
+    result = _result(data, ingest, runs, references, weights=weights, plan=plan)
+    result["fusion_sweep"] = fusions
+    return result
 
 
 async def _ingest(
@@ -504,6 +531,50 @@ async def _weight_sweep(
     return sweep
 
 
+async def _fusion_sweep(
+    data: Dataset,
+    product: Product,
+    collections: Mapping[str, Collection],
+    document_of: Mapping[str, str],
+    embedder: Embedder,
+    *,
+    plan: Plan,
+) -> dict[str, dict[str, Any]]:
+    """Hybrid quality and store time fused per chunk and per document, for ``plan.k`` chunks and an agent's
+    :data:`SMALL_LIMIT`, each straight through the engine's store: engine -> ``<fusion>@<limit>`` -> figures."""
+    from chonkit.collection.service import SEARCH_PROPERTIES
+    from common.vectors.base import FUSIONS, Search
+
+    vectors = {q: (await embedder.embed_query(text)).tolist() for q, text in data.queries.items()}
+    variants = [(fusion, limit) for fusion in FUSIONS for limit in (plan.k, SMALL_LIMIT)]
+    sweep: dict[str, dict[str, Any]] = {}
+    for engine, collection in collections.items():
+        store = product.vectors.get(engine)
+        runs = {variant: ModeRun() for variant in variants}
+        for query_id, text in data.queries.items():
+            for fusion, limit in variants:
+                search = Search(
+                    name=collection.name,
+                    vector=vectors[query_id],
+                    limit=limit,
+                    properties=SEARCH_PROPERTIES,
+                    text=text,
+                    mode="hybrid",
+                    fusion=fusion,
+                )
+                started = time.perf_counter()
+                hits = await store.search(search)
+                run = runs[(fusion, limit)]
+                run.store_ms.append((time.perf_counter() - started) * 1000)
+                run.ranking[query_id] = max_pooled((document_of[h.payload["document_id"]], h.score) for h in hits)
+        sweep[engine] = {
+            f"{fusion}@{limit}": {**_split_quality(run.ranking, data.qrels), "store_ms": _latency(run.store_ms)}
+            for (fusion, limit), run in runs.items()
+        }
+        print(f"scifact: {engine} fusion sweep done", file=sys.stderr, flush=True)
+    return sweep
+
+
 @dataclass(frozen=True)
 class References:
     bm25: Ranking
@@ -542,6 +613,11 @@ def _quality(ranking: Ranking, qrels: Qrels) -> dict[str, float]:
     }
 
 
+def _split_quality(ranking: Ranking, qrels: Qrels) -> dict[str, dict[str, float]]:
+    """:func:`_quality` on each split (:func:`split_of`) and on every query."""
+    return {split: _quality(ranking, split_qrels(qrels, split)) for split in SPLITS} | {"all": _quality(ranking, qrels)}
+
+
 def _latency(values: Sequence[float]) -> dict[str, float]:
     return {"p50": round(percentile(values, 0.5), 3), "p95": round(percentile(values, 0.95), 3)}
 
@@ -551,6 +627,7 @@ def _engine_figures(runs: Mapping[str, ModeRun], qrels: Qrels) -> dict[str, Any]
     for mode, run in runs.items():
         figures[mode] = {
             **_quality(run.ranking, qrels),
+            "splits": {split: _quality(run.ranking, split_qrels(qrels, split)) for split in SPLITS},
             "documents_per_query_mean": round(statistics.fmean(len(r) for r in run.ranking.values()), 1),
             "request_ms": _latency(run.request_ms),
             "store_ms": _latency(run.store_ms),
@@ -707,6 +784,8 @@ def _result(
         "test_queries": len(data.queries),
         "k_chunks": plan.k,
         "metric": "nDCG@10 as trec_eval ndcg_cut_10 (graded gains, log2 discount, ideal from qrels), own code",
+        "split_rule": SPLIT_RULE,
+        "split_queries": {split: len(split_qrels(data.qrels, split)) for split in SPLITS},
         "settings": _settings(),
         "engines": engines,
         "references": references,

@@ -77,12 +77,13 @@ DEFAULT_DENSE_WEIGHT = 0.4
 default, not a law: every assignment and search may set its own.
 """
 """What a search ranks by (module docstring)."""
-Fusion = Literal["chunk", "document"]
-FUSIONS: tuple[Fusion, ...] = ("chunk", "document")
+Fusion = Literal["chunk", "document", "document_lead"]
+FUSIONS: tuple[Fusion, ...] = ("chunk", "document", "document_lead")
 DEFAULT_FUSION: Fusion = "chunk"
 """How a hybrid search fuses its legs when none is asked for (:func:`common.vectors.fusion.fuse`): ``chunk`` ranks
-each chunk by its own ranks in the legs, ``document`` by its document's best ranks. ``document`` becomes the default
-only if it ranks better on SciFact's dev split and loses nothing on the answer suite's (``docs/benchmarks.md``)."""
+each chunk by its own ranks in the legs, ``document`` by its document's best ranks, ``document_lead`` the document's
+best chunk only by them. A per-document fusion becomes the default only if it ranks better on SciFact's dev split
+and loses nothing on the answer suite's dev split (``docs/benchmarks.md``)."""
 
 Vector: TypeAlias = Sequence[float] | npt.NDArray[np.float32]
 """Plain floats or an embedder's float32 array; adapters convert once, at their boundary."""
@@ -229,7 +230,8 @@ class Search(msgspec.Struct, frozen=True, kw_only=True):
     dense_weight: float = DEFAULT_DENSE_WEIGHT
     """Hybrid only: the dense leg's share of weighted RRF, 0..1 (1 = the dense order, 0 = the lexical order)."""
     fusion: Fusion = DEFAULT_FUSION
-    """Hybrid only: fuse per chunk, or credit each chunk with its document's best rank in each leg."""
+    """Hybrid only: fuse per chunk, or credit each chunk (``document``) or the document's best chunk
+    (``document_lead``) with its document's best rank in each leg."""
 
 
 SearchResult: TypeAlias = list[SearchHit] | AppError

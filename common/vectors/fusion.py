@@ -10,6 +10,12 @@ any of the document's chunks in each leg. A document whose abstract the dense le
 the keyword leg finds then gets both legs' credit, where per chunk each of its chunks gets one. Its chunks share
 that score and are ordered among themselves by their own fused score (the best-matching passage of the document
 first); their ``legs`` stay their own ranks, so users see which leg found which chunk.
+
+``fusion="document_lead"`` credits only the document's lead chunk (its best by its own fused score) with those
+ranks; its other chunks keep their own score. Documents are then ranked as per document (a document's best chunk
+scores what ``document`` gives all of them), but a document's weaker chunks do not ride on its best one into the
+few passages an agent reads: with every chunk credited, a long document's weak chunks crowded the gold passage
+of another document out of an agent's top 9 (the answer suite's dev split, ``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -59,7 +65,9 @@ def fuse(
     lexical_score = {hit.id: hit.score for hit in lexical_hits}
     found = {hit.id: hit for hit in lexical_hits} | {hit.id: hit for hit in dense_hits}
     own = {id_: rrf_score(dense_weight, dense_rank.get(id_), lexical_rank.get(id_)) for id_ in found}
-    score = _per_document(found, dense_rank, lexical_rank, dense_weight) if by_document(fusion) else own
+    score = own
+    if by_document(fusion):
+        score = _per_document(found, dense_rank, lexical_rank, own, dense_weight=dense_weight, fusion=fusion)
     hits: list[SearchHit] = []
     for id_ in sorted(found, key=lambda i: (-score[i], -own[i], i))[:limit]:
         hit = found[id_]
@@ -91,7 +99,7 @@ def by_document(fusion: object) -> bool:
             code="invalid_fusion",
             extra={"fusions": list(FUSIONS)},
         )
-    return fusion == "document"
+    return fusion != "chunk"
 
 
 def document_key(hit: SearchHit) -> str:
@@ -102,23 +110,37 @@ def document_key(hit: SearchHit) -> str:
 
 
 def _per_document(
-    found: Mapping[str, SearchHit], dense_rank: Mapping[str, int], lexical_rank: Mapping[str, int], dense_weight: float
+    found: Mapping[str, SearchHit],
+    dense_rank: Mapping[str, int],
+    lexical_rank: Mapping[str, int],
+    own: Mapping[str, float],
+    *,
+    dense_weight: float,
+    fusion: Fusion,
 ) -> dict[str, float]:
-    """Each chunk's fused score from its document's best rank in each leg."""
+    """Each chunk's fused score from its document's best rank in each leg (``document_lead``: the document's lead
+    chunk's only, the others keeping their own)."""
     key = {id_: document_key(hit) for id_, hit in found.items()}
     best_dense: dict[str, int] = {}
     best_lexical: dict[str, int] = {}
     for ranks, best in ((dense_rank, best_dense), (lexical_rank, best_lexical)):
         for id_, rank in ranks.items():
             best[key[id_]] = min(rank, best.get(key[id_], rank))
-    return {id_: rrf_score(dense_weight, best_dense.get(key[id_]), best_lexical.get(key[id_])) for id_ in found}
+    score = {id_: rrf_score(dense_weight, best_dense.get(key[id_]), best_lexical.get(key[id_])) for id_ in found}
+    if fusion != "document_lead":
+        return score
+    leads: dict[str, str] = {}
+    for id_ in sorted(found, key=lambda i: (-own[i], i)):
+        leads.setdefault(key[id_], id_)
+    led = set(leads.values())
+    return {id_: score[id_] if id_ in led else own[id_] for id_ in found}
 
 
 def leg_properties(properties: Sequence[str], fusion: Fusion) -> list[str]:
     """The payload properties a hybrid search's legs fetch: those asked for, and ``document_id`` when fusing per
     document (:func:`answered` takes it off again when it was not asked for)."""
     wanted = list(properties)
-    return [*wanted, DOCUMENT_ID] if fusion == "document" and DOCUMENT_ID not in wanted else wanted
+    return [*wanted, DOCUMENT_ID] if fusion != "chunk" and DOCUMENT_ID not in wanted else wanted
 
 
 def answered(hits: list[SearchHit], properties: Sequence[str]) -> list[SearchHit]:

@@ -45,6 +45,7 @@ from common.errors import AppError, InvalidInput, NotFound, Unavailable
 from common.vectors import lexical
 from common.vectors.base import (
     IDENTITY_ID,
+    Fusion,
     Legs,
     Search,
     SearchFilter,
@@ -856,10 +857,8 @@ def _lexical_plan(search: Search, *, first: int = 1) -> tuple[str, list[Any]] | 
     if not terms.ids and not hybrid:
         return []  # nothing to look for: only stop words or punctuation
     depth = leg_depth(search.limit) if hybrid else search.limit
-    per_document = hybrid and by_document(search.fusion)
-    sql, filter_args = _lexical_statement(
-        search.name, search.where, hybrid=hybrid, by_document=per_document, first=first
-    )
+    fusion = search.fusion if hybrid and by_document(search.fusion) else "chunk"
+    sql, filter_args = _lexical_statement(search.name, search.where, hybrid=hybrid, fusion=fusion, first=first)
     args = [as_vector(search.vector), depth, list(search.properties), terms.ids, terms.tfs]
     if hybrid:
         args += [float(search.dense_weight), search.limit]
@@ -902,7 +901,7 @@ def _fused_order(search: Search) -> Callable[[asyncpg.Record], tuple[float, floa
 
 
 def _lexical_statement(
-    name: str, where: SearchFilter | None, *, hybrid: bool, by_document: bool = False, first: int = 1
+    name: str, where: SearchFilter | None, *, hybrid: bool, fusion: Fusion = "chunk", first: int = 1
 ) -> tuple[str, list[Any]]:
     """A lexical or hybrid search as one statement, its parameters numbered from ``first``: the query vector, the
     depth of each leg, the property names, the query's term ids and their repeats, (hybrid) the dense weight and
@@ -913,7 +912,7 @@ def _lexical_statement(
     ranked before the collection table is read; with one, every scored chunk is checked (a filter may reject the
     best ones). A hybrid search runs the HNSW leg beside it and fuses both in the statement — weighted RRF exactly
     as :func:`common.vectors.fusion.fuse` computes it, the same float operations in the same order, per chunk or
-    (``by_document``) per document (:func:`_fused`) — so only the ``limit`` fused hits are read in full and
+    per document (:func:`_fused`) — so only the ``limit`` fused hits are read in full and
     travel. Rows of both modes have the same columns (``search_many`` unites them): ``id``, the cosine
     ``distance``, ``dense_rank``, ``lexical_rank``, ``lexical_score`` (BM25), ``fused`` and ``payload``; a lexical
     search's ranks and ``fused`` are NULL (its order is its scores').
@@ -964,7 +963,7 @@ def _lexical_statement(
             ) d
         ),
         keyword AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ({ranked}) l),
-        {_fused(table, weight, limit, by_document=by_document)}
+        {_fused(table, weight, limit, fusion)}
         SELECT id, c.embedding <=> {vector} AS distance, f.dense_rank::int4, f.lexical_rank::int4, f.lexical_score,
                f.fused, {projected} AS payload
         FROM fused f JOIN {table} c USING (id)
@@ -972,10 +971,11 @@ def _lexical_statement(
     return sql, args
 
 
-def _fused(table: str, weight: str, limit: str, *, by_document: bool) -> str:
+def _fused(table: str, weight: str, limit: str, fusion: Fusion) -> str:
     """The ``fused`` step of a hybrid statement: the ``limit`` best candidates of the ``dense`` and ``keyword`` legs
-    by weighted RRF of their own ranks or, ``by_document``, of their document's best ranks (the document as
-    :func:`common.vectors.fusion.document_key` says it), ties by their own score then id."""
+    by weighted RRF of their own ranks or, per document, of their document's best ranks (the document as
+    :func:`common.vectors.fusion.document_key` says it; ``document_lead``: for the document's best chunk by its own
+    score only), ties by their own score then id."""
 
     def rrf(dense: str, lexical: str) -> str:
         return (
@@ -984,7 +984,7 @@ def _fused(table: str, weight: str, limit: str, *, by_document: bool) -> str:
         )
 
     ranks = "SELECT id, dense.rank AS dense_rank, keyword.rank AS lexical_rank, keyword.score AS lexical_score"
-    if not by_document:
+    if fusion == "chunk":
         return f"""fused AS (
             {ranks}, {rrf("dense.rank", "keyword.rank")} AS fused
             FROM dense FULL JOIN keyword USING (id)
@@ -995,16 +995,25 @@ def _fused(table: str, weight: str, limit: str, *, by_document: bool) -> str:
         "CASE WHEN jsonb_typeof(c.payload->'document_id') = 'string' THEN 'd:' || (c.payload->>'document_id')"
         " ELSE 'c:' || id::text END"
     )
+    credited = "place = 1" if fusion == "document_lead" else "true"
     return f"""legs AS ({ranks} FROM dense FULL JOIN keyword USING (id)),
-        keyed AS (SELECT legs.*, {document} AS document FROM legs JOIN {table} c USING (id)),
+        keyed AS (
+            SELECT legs.*, {document} AS document, {rrf("legs.dense_rank", "legs.lexical_rank")} AS own
+            FROM legs JOIN {table} c USING (id)
+        ),
         documents AS (
             SELECT document, min(dense_rank) AS dense_rank, min(lexical_rank) AS lexical_rank
             FROM keyed GROUP BY document
         ),
-        fused AS (
-            SELECT k.id, k.dense_rank, k.lexical_rank, k.lexical_score,
-                   {rrf("d.dense_rank", "d.lexical_rank")} AS fused, {rrf("k.dense_rank", "k.lexical_rank")} AS own
+        placed AS (
+            SELECT k.*, {rrf("d.dense_rank", "d.lexical_rank")} AS credit,
+                   row_number() OVER (PARTITION BY document ORDER BY k.own DESC, k.id) AS place
             FROM keyed k JOIN documents d USING (document)
+        ),
+        fused AS (
+            SELECT id, dense_rank, lexical_rank, lexical_score, CASE WHEN {credited} THEN credit ELSE own END AS fused,
+                   own
+            FROM placed
             ORDER BY fused DESC, own DESC, id
             LIMIT {limit}
         )"""

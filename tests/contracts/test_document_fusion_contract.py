@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from common.errors import InvalidInput
-from common.vectors.base import Search, SearchHit, VectorRecord
+from common.vectors.base import Fusion, Search, SearchHit, VectorRecord
 from common.vectors.fusion import fuse, leg_depth
 from common.vectors.resident import ResidentVectors
 from tests.contracts.conftest import Harness
@@ -45,9 +45,10 @@ def rrf(weight: float, dense: int | None, lexical: int | None) -> float:
 
 
 def document_fused(
-    dense: list[int], keyword: list[int], document_of: dict[int, str], weight: float
+    dense: list[int], keyword: list[int], document_of: dict[int, str], weight: float, *, lead_only: bool = False
 ) -> tuple[list[int], dict[int, float]]:
-    """The reference: each chunk scored with its document's best rank in each leg; ties by its own score, then id."""
+    """The reference: each chunk (``lead_only``: each document's best chunk by its own score, the others keeping
+    theirs) scored with its document's best rank in each leg; ties by its own score, then id."""
     best: dict[tuple[str, str], int] = {}
     for leg, order in (("dense", dense), ("keyword", keyword)):
         for rank, n in enumerate(order, 1):
@@ -58,6 +59,9 @@ def document_fused(
         n: rrf(weight, dense.index(n) + 1 if n in dense else None, keyword.index(n) + 1 if n in keyword else None)
         for n in found
     }
+    if lead_only:
+        leads = {document_of[n]: n for n in sorted(found, key=lambda n: (own[n], -n))}  # the last written wins
+        score = {n: score[n] if leads[document_of[n]] == n else own[n] for n in found}
     return sorted(found, key=lambda n: (-score[n], -own[n], n)), score
 
 
@@ -72,18 +76,19 @@ def hybrid(name: str, query: list[float], text: str, *, limit: int = 10, **kwarg
     return Search(name=name, vector=query, limit=limit, properties=["content"], text=text, mode="hybrid", **kwargs)
 
 
+@pytest.mark.parametrize(("fusion", "order"), [("document", [5, 1, 3, 2, 4, 6]), ("document_lead", [5, 3, 2, 4, 6, 1])])
 @pytest.mark.parametrize("weight", [0.4, 0.5])
 async def test_per_document_fusion_credits_each_chunk_with_its_documents_best_ranks(
-    provider: Harness, weight: float
+    provider: Harness, weight: float, fusion: Fusion, order: list[int]
 ) -> None:
     name = await hand_made_collection(provider)
     dense = dense_order(CORPUS, QUERY)
     keyword = ranked(bm25({n: text for n, (_, text) in CORPUS.items()}, QUERY_TEXT))
-    expected, score = document_fused(dense, keyword, DOCUMENT_OF, weight)
+    expected, score = document_fused(dense, keyword, DOCUMENT_OF, weight, lead_only=fusion == "document_lead")
 
-    hits = await provider.store.search(hybrid(name, QUERY, QUERY_TEXT, dense_weight=weight, fusion="document"))
+    hits = await provider.store.search(hybrid(name, QUERY, QUERY_TEXT, dense_weight=weight, fusion=fusion))
 
-    assert numbers(hits) == expected == [5, 1, 3, 2, 4, 6]
+    assert numbers(hits) == expected == order
     assert expected != fused_order(dense, keyword, weight)[0]  # what fusing per document changes
     assert [hit.score for hit in hits] == pytest.approx([score[n] for n in expected], rel=1e-9)
     for hit in hits:
@@ -97,15 +102,9 @@ async def test_per_document_fusion_credits_each_chunk_with_its_documents_best_ra
         assert hit.payload == {"content": CORPUS[n][1]}  # document_id was fetched for fusion only
 
 
-async def test_per_document_fusion_is_the_python_fusion_of_each_engines_own_legs(
-    provider: Harness, request: pytest.FixtureRequest
-) -> None:
+async def test_per_document_fusion_is_the_python_fusion_of_each_engines_own_legs(provider: Harness) -> None:
     """Random chunks (some without a document id), texts, weights and limits: the engine's hybrid answer, in
     :meth:`search` and in :meth:`search_many`, is ``fuse`` of its own dense and lexical answers at the legs' depth."""
-    if isinstance(provider.store, ResidentVectors):
-        # the in-memory copies must pass Search.fusion on or leave such searches to PostgreSQL (resident.py is
-        # being rewritten beside this change): delete this marker once they do
-        request.applymarker(pytest.mark.xfail(reason="resident.py's copies fuse hybrid searches per chunk"))
     rng, pick = np.random.default_rng(20261207), random.Random(20261207)
     identity = await new_collection(provider)
     documents = [str(uuid.UUID(int=0xD0C + d)) for d in range(5)]
@@ -120,7 +119,7 @@ async def test_per_document_fusion_is_the_python_fusion_of_each_engines_own_legs
             del payload["document_id"]  # another application's chunk: a document of its own
         records.append(VectorRecord(id=written.id, vector=written.vector, payload=payload))
     await provider.store.upsert(identity.name, records)
-    if isinstance(provider.store, ResidentVectors):
+    if isinstance(provider.store, ResidentVectors):  # its copy must answer per-document fusion as SQL does
         await until_in_memory(provider.store, identity.name)
 
     searches = [
@@ -130,18 +129,35 @@ async def test_per_document_fusion_is_the_python_fusion_of_each_engines_own_legs
             " ".join(pick.choices(WORDS, k=3)),
             limit=pick.choice([1, 4, 12, 60]),
             dense_weight=pick.choice([0.2, 0.4, 0.7]),
-            fusion="document",
+            fusion=fusion,
         )
-        for _ in range(12)
+        for _ in range(8)
+        for fusion in ("document", "document_lead")
     ]
     many = await provider.store.search_many(searches)
     for search, together in zip(searches, many, strict=True):
         alone = await provider.store.search(search)
         expected = await python_fusion(provider, search)
-        assert [(h.id, h.legs) for h in alone] == [(h.id, h.legs) for h in expected], search
+        assert ranked_legs(alone) == ranked_legs(expected), search
         assert [h.score for h in alone] == pytest.approx([h.score for h in expected], rel=1e-12)
         assert isinstance(together, list)
-        assert [(h.id, h.legs) for h in together] == [(h.id, h.legs) for h in alone]
+        assert ranked_legs(together) == ranked_legs(alone)
+
+
+def ranked_legs(hits: list[SearchHit]) -> list[tuple[str, int | None, int | None, float | None, float | None]]:
+    """Each hit's id, ranks and scores; BM25 scores rounded (SQL sums a chunk's postings in the plan's order)."""
+    return [
+        (
+            h.id,
+            h.legs.dense_rank,
+            h.legs.lexical_rank,
+            None if h.legs.lexical_score is None else round(h.legs.lexical_score, 9),
+            h.legs.fused_score,
+        )
+        if h.legs is not None
+        else (h.id, None, None, None, None)
+        for h in hits
+    ]
 
 
 async def until_in_memory(store: ResidentVectors, name: str) -> None:
@@ -167,7 +183,7 @@ async def python_fusion(provider: Harness, search: Search) -> list[SearchHit]:
         for mode in ("dense", "lexical")
     ]
     dense, lexical = [await provider.store.search(leg) for leg in legs]
-    return fuse(dense, lexical, dense_weight=search.dense_weight, limit=search.limit, fusion="document")
+    return fuse(dense, lexical, dense_weight=search.dense_weight, limit=search.limit, fusion=search.fusion)
 
 
 async def test_an_unknown_fusion_is_refused(provider: Harness) -> None:

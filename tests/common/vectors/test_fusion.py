@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from common.errors import InvalidInput
-from common.vectors.base import Legs, SearchHit
+from common.vectors.base import FUSIONS, Legs, SearchHit
 from common.vectors.fusion import RRF_K, answered, document_key, fuse, leg_depth, leg_properties, lexical_only
 
 
@@ -124,16 +124,42 @@ def test_per_document_limit_and_max_distance_cut_the_fused_order() -> None:
     assert [h.id for h in fused] == ["y1"]  # y2 is cut after the limit; x2 is not promoted into the answer
 
 
+def test_per_document_lead_credits_only_each_documents_best_chunk() -> None:
+    fused = fuse(DENSE_XY, LEXICAL_XY, dense_weight=0.4, limit=10, fusion="document_lead")
+
+    # the leads: x2 (own: dense 3 and lexical 2) and y2 (own: lexical 1) carry their documents' scores; x1 and y1
+    # keep their own, so a document's weaker chunks do not ride on its best one into an agent's few passages
+    x, y = rrf(0.4, 1, 2), rrf(0.4, 2, 1)
+    assert [(h.id, h.score) for h in fused] == [
+        ("y2", y),
+        ("x2", x),
+        ("x1", rrf(0.4, 1, None)),
+        ("y1", rrf(0.4, 2, None)),
+    ]
+    assert [(h.legs.dense_rank, h.legs.lexical_rank, h.legs.fused_score) for h in fused if h.legs] == [
+        (None, 1, y),
+        (3, 2, x),
+        (1, None, rrf(0.4, 1, None)),
+        (2, None, rrf(0.4, 2, None)),
+    ]
+
+
+def test_per_document_lead_ties_within_a_document_go_to_the_smaller_id() -> None:
+    # a and b of one document, each first in one leg: equal own scores at 0.5, so a leads
+    fused = fuse([chunk_of("a", "D")], [chunk_of("b", "D")], dense_weight=0.5, limit=10, fusion="document_lead")
+
+    assert [(h.id, h.score) for h in fused] == [("a", rrf(0.5, 1, 1)), ("b", rrf(0.5, None, 1))]
+
+
 def test_chunks_without_a_string_document_id_are_documents_of_their_own() -> None:
     # a and b: no document_id; c and d: the same number, not a string (another application's chunks)
     dense = [chunk_of("a", None), chunk_of("c", 7)]
     lexical = [chunk_of("b", None), chunk_of("d", 7)]
 
-    by_document = fuse(dense, lexical, dense_weight=0.4, limit=10, fusion="document")
+    per_chunk = [(h.id, h.score) for h in fuse(dense, lexical, dense_weight=0.4, limit=10)]
 
-    assert [(h.id, h.score) for h in by_document] == [
-        (h.id, h.score) for h in fuse(dense, lexical, dense_weight=0.4, limit=10)
-    ]
+    for fusion in FUSIONS:
+        assert [(h.id, h.score) for h in fuse(dense, lexical, dense_weight=0.4, limit=10, fusion=fusion)] == per_chunk
     assert document_key(chunk_of("x", "7")) != document_key(chunk_of("y", 7))
 
 
