@@ -29,8 +29,8 @@ step. A chunk without terms still gets an empty sparse vector, so that it counts
 
 Hybrid searches send both legs in one ``query_batch_points`` call and fuse them with
 :func:`common.vectors.fusion.fuse` (not Qdrant's own RRF, which reports neither leg's rank), so results
-and legs agree with the other engines. ``distance`` is the cosine distance in every mode: a hit only the lexical
-leg found is fetched with its dense vector and measured here.
+and legs agree with the other engines. ``distance`` is the cosine distance in every mode: the lexical leg's hits
+are measured by the engine, with the dense query restricted to their ids (one more query; no vector travels).
 
 **Collections from before the lexical leg** (no sparse vector) are upgraded by :meth:`QdrantStore.upgrade_lexical`:
 ``create_vector_name`` adds the sparse vector (server and local mode), then every chunk without it is analysed and
@@ -52,8 +52,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc  # type: ignore[import-untyped]
 import msgspec
-import numpy as np
-import numpy.typing as npt
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
@@ -135,8 +133,6 @@ class ScoredPoint(Protocol):
     def score(self) -> float: ...
     @property
     def payload(self) -> dict[str, Any] | None: ...
-    @property
-    def vector(self) -> object: ...
 
 
 class _Answer(Protocol):
@@ -476,11 +472,30 @@ class QdrantStore:
                 name, requests=[leg.request(fetch) for leg, fetch in zip(legs, fetches, strict=True)]
             )
             return [
-                leg.hits(await self._complete(leg, response.points, fetch))
+                await self._hits(leg, await self._complete(leg, response.points, fetch))
                 for leg, fetch, response in zip(legs, fetches, responses, strict=True)
             ]
         except _VENDOR_ERRORS as exc:
             raise await self._translated(exc, name) from exc
+
+    async def _hits(self, leg: _Leg, points: Sequence[ScoredPoint]) -> list[SearchHit]:
+        """A leg's hits; a lexical leg's with their cosine distances, measured by the engine in one more query."""
+        ranked = leg.ranked(points)
+        if leg.terms is None:
+            return [_dense_hit(point) for point in ranked]
+        if not ranked:
+            return []
+        [answer] = await self._client.query_batch_points(leg.name, requests=[leg.measuring(ranked)])
+        similarity = {str(point.id): min(point.score, 1.0) for point in answer.points}
+        return [
+            SearchHit(
+                id=str(point.id),
+                score=point.score,
+                distance=_distance(similarity.get(str(point.id))),
+                payload=point.payload or {},
+            )
+            for point in ranked
+        ]
 
     async def _complete(self, leg: _Leg, points: Sequence[ScoredPoint], fetch: int) -> Sequence[ScoredPoint]:
         """A leg's points, asked again deeper while equal scores may continue past its depth."""
@@ -696,19 +711,24 @@ class _Leg:
             filter=self.filter,
             limit=fetch,
             with_payload=self.with_payload,
-            with_vector=[DENSE_VECTOR],  # to measure the cosine distance of hits the dense leg did not find
+            with_vector=False,
         )
 
-    def hits(self, points: Sequence[ScoredPoint]) -> list[SearchHit]:
-        """The leg's ``depth`` best, ties by id: dense scored by similarity, lexical by BM25 score."""
-        ranked = sorted(points, key=lambda point: (-point.score, str(point.id)))[: self.depth]
-        if self.terms is None:
-            return [_dense_hit(point) for point in ranked]
-        distances = cosine_distances(_unit(self.query), [_dense_vector_of(point) for point in ranked])
-        return [
-            SearchHit(id=str(point.id), score=point.score, distance=distance, payload=point.payload or {})
-            for point, distance in zip(ranked, distances, strict=True)
-        ]
+    def ranked(self, points: Sequence[ScoredPoint]) -> list[ScoredPoint]:
+        """The leg's ``depth`` best, ties by id (scored by similarity in the dense leg, by BM25 in the lexical)."""
+        return sorted(points, key=lambda point: (-point.score, str(point.id)))[: self.depth]
+
+    def measuring(self, ranked: Sequence[ScoredPoint]) -> models.QueryRequest:
+        """The dense query restricted to a lexical leg's hits: the engine measures their cosine similarity, so no
+        vector travels (a hundred 384-d vectors cost more to carry and convert than the search)."""
+        ids: list[models.ExtendedPointId] = [str(point.id) for point in ranked]
+        return models.QueryRequest(
+            query=self.query,
+            filter=models.Filter(must=[models.HasIdCondition(has_id=ids)]),
+            limit=len(ids),
+            with_payload=False,
+            with_vector=False,
+        )
 
 
 def _dense_hit(point: ScoredPoint) -> SearchHit:
@@ -725,35 +745,10 @@ def _sparse(terms: lexical.DocumentTerms, avgdl: float) -> models.SparseVector:
     return models.SparseVector(indices=terms.ids, values=lexical.bm25_weights(terms.tfs, terms.length, avgdl))
 
 
-def _unit(vector: Sequence[float]) -> npt.NDArray[np.float64]:
-    array = np.asarray(vector, dtype=np.float64)
-    norm = float(np.linalg.norm(array))
-    return array / norm if norm > 0 else array
-
-
-def cosine_distances(unit_query: npt.NDArray[np.float64], stored: Sequence[Sequence[float] | None]) -> list[float]:
-    """``1 - cosine similarity`` of each hit's stored vector to the (unit) query, in ``[0, 2]``; a hit without its
-    vector (none was returned) is as far as can be. One matrix product for the leg: a lexical leg brings ~100 hits,
-    and measuring them a vector at a time cost more than the engine's search (bench/qdrant_edge_bench.py)."""
-    distances = [2.0] * len(stored)
-    present = [i for i, vector in enumerate(stored) if vector is not None]
-    if not present:
-        return distances
-    matrix = np.asarray([stored[i] for i in present], dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=1)
-    similarities = (matrix @ unit_query) / np.where(norms > 0, norms, 1.0)  # a zero vector: similarity 0
-    for i, similarity in zip(present, similarities.tolist(), strict=True):
-        distances[i] = min(max(1.0 - similarity, 0.0), 2.0)
-    return distances
-
-
-def _dense_vector_of(point: ScoredPoint) -> Sequence[float] | None:
-    vector: object = point.vector
-    if isinstance(vector, dict):
-        vector = vector.get(DENSE_VECTOR)
-    if isinstance(vector, list) and all(isinstance(x, float | int) for x in vector[:1]):
-        return vector
-    return None
+def _distance(similarity: float | None) -> float:
+    """``1 - cosine similarity``, in ``[0, 2]``; a hit the engine did not measure (deleted meanwhile) is as far as
+    can be."""
+    return 2.0 if similarity is None else min(max(1.0 - similarity, 0.0), 2.0)
 
 
 def ties_continue(points: Sequence[ScoredPoint], *, limit: int, fetched: int) -> bool:

@@ -247,10 +247,26 @@ async def test_hybrid_sends_both_legs_in_one_batch_with_the_same_filter(
         Search(name="Handbook", vector=VECTORS[1], limit=3, properties=[], text="cat", mode="hybrid", where=where)
     )
 
-    [batch] = client.batches
+    batch = client.batches[0]
     assert [request.using for request in batch] == [None, LEXICAL_VECTOR]
     assert all(request.filter == search_filter(where) for request in batch)
-    assert batch[1].with_vector == [""]  # the lexical leg brings the dense vector along, for the distance
+    assert batch[1].with_vector is False  # no vector travels: the engine measures the lexical hits' distances
+
+
+async def test_the_engine_measures_a_lexical_hits_distance_with_the_dense_query_on_its_id(
+    store: QdrantStore, client: RecordingClient
+) -> None:
+    await filled(store)
+    client.batches.clear()
+
+    hits = await store.search(
+        Search(name="Handbook", vector=VECTORS[3], limit=10, properties=[], text="markets", mode="lexical")
+    )
+
+    [_, [measuring]] = client.batches
+    assert measuring.query == VECTORS[3]
+    assert measuring.filter == models.Filter(must=[models.HasIdCondition(has_id=[hit.id for hit in hits])])
+    assert (measuring.with_payload, measuring.with_vector) == (False, False)
 
 
 async def test_the_access_filter_holds_in_each_leg(store: QdrantStore) -> None:
