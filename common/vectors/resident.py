@@ -41,7 +41,8 @@ once, as numpy slices, so the cost is not an index probe per posting), with the 
 frequencies — exact, the copy being an exact snapshot — and the same float64 operations in the same order as the
 SQL statement, so scores agree to the bit and rank alike (score descending, id); scores unequal but within
 :data:`TIE_TOLERANCE` send the search to PostgreSQL. A hybrid search's dense leg is a dense search of the leg's
-depth, fused with the lexical leg by the same :func:`~common.vectors.fusion.fuse`. The same answers as
+depth, fused with the lexical leg by the same :func:`~common.vectors.fusion.fuse` (per chunk or per document, as
+:attr:`~common.vectors.base.Search.fusion` asks). The same answers as
 PostgreSQL's on exhaustive copies and the same quality on HNSW ones (whose approximations, like PostgreSQL's,
 may differ deep in the dense leg).
 """
@@ -72,7 +73,7 @@ from common.vectors.base import (
     VectorRecord,
 )
 from common.vectors.changes import ChangeFeed, announces_writes
-from common.vectors.fusion import fuse, leg_depth, lexical_only
+from common.vectors.fusion import by_document, fuse, leg_depth, leg_properties, lexical_only
 from common.vectors.pgvector import (
     CHUNKS_ONLY,
     DEFAULT_EF_SEARCH,
@@ -333,6 +334,8 @@ class ResidentVectors:
                 continue
             try:
                 check_retrieval(search.mode, search.dense_weight)
+                if search.mode == "hybrid" and search.limit >= 1:  # as the store checks it, after an empty limit
+                    by_document(search.fusion)
             except AppError as exc:
                 results[n] = exc
                 continue
@@ -520,21 +523,23 @@ class _Copy:
     ) -> list[SearchHit] | None:
         """A lexical or hybrid search (``terms``: its text analysed) as :meth:`PgVectorStore.search` answers it,
         or ``None`` when only SQL can say: the lexical leg from :attr:`lexical`, the dense leg from faiss (as a
-        dense search of the leg's depth), fused by :func:`~common.vectors.fusion.fuse`."""
-        if self.lexical is None or getattr(search, "fusion", "chunk") != "chunk":
-            return None  # per-document fusion is PostgreSQL's statement's
+        dense search of the leg's depth), fused by :func:`~common.vectors.fusion.fuse` as ``search.fusion`` asks."""
+        if self.lexical is None:
+            return None
         planned = self.plan(search, query)
         if not isinstance(planned, _Planned):
             return planned
         hybrid = search.mode == "hybrid"
         depth = leg_depth(search.limit) if hybrid else search.limit
-        lexical_hits = self._lexical_leg(self.lexical, search.where, terms, depth, planned.query)
+        fusion = search.fusion if hybrid else "chunk"
+        legs_carry = leg_properties((), fusion)  # per-document fusion reads each leg's document_id
+        lexical_hits = self._lexical_leg(self.lexical, search.where, terms, depth, planned.query, properties=legs_carry)
         if lexical_hits is None:
             return None
         if not hybrid:
             hits = lexical_only(lexical_hits, limit=search.limit, max_distance=search.max_distance)
             return self.with_payloads(hits, search.properties)
-        leg = msgspec.structs.replace(search, mode="dense", limit=depth, properties=(), max_distance=None)
+        leg = msgspec.structs.replace(search, mode="dense", limit=depth, properties=legs_carry, max_distance=None)
         dense_hits = self.search(leg, planned.query)
         if dense_hits is None:
             return None
@@ -544,8 +549,9 @@ class _Copy:
             dense_weight=search.dense_weight,
             limit=search.limit,
             max_distance=search.max_distance,
+            fusion=fusion,
         )
-        return self.with_payloads(fused, search.properties)
+        return self.with_payloads(fused, search.properties)  # the properties asked for, and only those
 
     def _lexical_leg(
         self,
@@ -554,10 +560,13 @@ class _Copy:
         terms: lexical.DocumentTerms,
         depth: int,
         query: npt.NDArray[np.float32],
+        *,
+        properties: Sequence[str],
     ) -> list[SearchHit] | None:
         """The best ``depth`` readable chunks by BM25 as the SQL leg ranks them (score descending, id), their
-        ``score`` the BM25 score; ``None`` at a near tie (:meth:`_Lexical.top`). The access filter applies to every
-        scored chunk before the ranking, as SQL's ``WHERE`` does (uniform groups were settled by :meth:`plan`)."""
+        ``score`` the BM25 score and their payload cut to ``properties``; ``None`` at a near tie
+        (:meth:`_Lexical.top`). The access filter applies to every scored chunk before the ranking, as SQL's
+        ``WHERE`` does (uniform groups were settled by :meth:`plan`)."""
         labels, scores = index.scores(terms)
         if not self.uniform and where is not None and where.readable_by is not None:
             readable = np.array([_allowed(groups, where) for groups in self._group_values], dtype=bool)
@@ -567,9 +576,14 @@ class _Copy:
         if ranked is None:
             return None  # near-equal scores: SQL's sums, added in another order, might rank them otherwise
         found = ranked[0].tolist()
-        ids = self.ids
+        ids, payloads = self.ids, self.payloads
         return [
-            SearchHit(id=ids[label], score=score, distance=distance, payload={})
+            SearchHit(
+                id=ids[label],
+                score=score,
+                distance=distance,
+                payload={key: payloads[label][key] for key in properties if key in payloads[label]},
+            )
             for label, score, distance in zip(found, ranked[1].tolist(), self._distances(query, found), strict=True)
         ]
 

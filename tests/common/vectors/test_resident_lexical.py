@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 import asyncpg
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +24,7 @@ from common.db.database import Pool
 from common.vectors import SearchFilter, VectorRecord
 from common.vectors import lexical as lexical_module
 from common.vectors import resident as resident_module
-from common.vectors.base import Search, SearchHit
+from common.vectors.base import FUSIONS, Search, SearchHit
 from common.vectors.pgvector import PgVectorStore
 from common.vectors.resident import ResidentVectors
 from tests.common.vectors.test_resident import (
@@ -55,6 +56,7 @@ queries = st.fixed_dictionaries(
         "ungrouped_readable": st.booleans(),
         "dense_weight": st.sampled_from((0.0, 0.4, 0.5, 1.0)),
         "max_distance": st.sampled_from((None, 0.9, 1.2)),
+        "fusion": st.sampled_from(FUSIONS),
     }
 )
 writes = st.lists(
@@ -94,6 +96,7 @@ def search_of(name: str, query: dict[str, Any], vector: np.ndarray) -> Search:
         mode=query["mode"],
         dense_weight=query["dense_weight"],
         max_distance=query["max_distance"],
+        fusion=query.get("fusion", "chunk"),
     )
 
 
@@ -179,8 +182,9 @@ async def test_lexical_and_hybrid_answers_in_memory_equal_postgres(
 async def test_lexical_and_hybrid_searches_cost_postgres_nothing(
     resident: ResidentVectors, writer: PgVectorStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the collection in memory, lexical and hybrid searches — alone, batched, filtered by groups — send
-    PostgreSQL no statement, and answer as its SQL does (regression: the lexical leg was PostgreSQL's)."""
+    """With the collection in memory, lexical and hybrid searches — alone, batched, filtered by groups, fused per
+    chunk or per document — send PostgreSQL no statement, and answer as its SQL does (regression: the lexical leg
+    was PostgreSQL's)."""
     identity = new_identity(["staff"])
     rng = np.random.default_rng(43)
     rows: list[tuple[str, list[str] | None]] = [
@@ -210,6 +214,7 @@ async def test_lexical_and_hybrid_searches_cost_postgres_nothing(
         for limit in (5, 60)
         for where in (None, staff)
     ]
+    searches += [msgspec.structs.replace(s, fusion=fusion) for s in searches[1::4] for fusion in FUSIONS[1:]]
     many = await resident.search_many(searches)
     for search, hits in zip(searches, many, strict=True):
         assert isinstance(hits, list)
