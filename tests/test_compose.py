@@ -85,3 +85,22 @@ def test_dockerfile_copies_every_package_ragu_serve_imports() -> None:
     assert ours >= {"schemas", "common", "chonkit", "kappi", "ragu", "console"}
     for folder in sorted(ours | {"migrations"}):
         assert f"COPY {folder} ./{folder}" in dockerfile
+
+
+def test_qdrant_peers_form_one_replicated_cluster(compose: dict[str, Any]) -> None:
+    """docs/scaling.md's layout: one peer starts the cluster, the others join it by name, and shards are replicated."""
+    services = compose["services"]
+    peers = {name: svc for name, svc in services.items() if svc.get("image", "").startswith("qdrant/")}
+    assert len(peers) >= 3
+    founders = []
+    for name, peer in peers.items():
+        assert peer["environment"]["QDRANT__CLUSTER__ENABLED"] == "true", name
+        assert 2 <= int(peer["environment"]["QDRANT__STORAGE__COLLECTION__REPLICATION_FACTOR"]) <= len(peers), name
+        command = peer["command"]
+        assert command[command.index("--uri") + 1] == f"http://{name}:6335", name
+        if "--bootstrap" in command:
+            assert command[command.index("--bootstrap") + 1].removeprefix("http://").split(":")[0] in peers, name
+        else:
+            founders.append(name)
+    assert founders == ["qdrant"]
+    assert services["kappi"]["deploy"]["replicas"] >= 2
