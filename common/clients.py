@@ -1,6 +1,6 @@
 """Embedders and vector stores: opened once per process and shared by every service it hosts.
 
-Qdrant's local mode allows one client per folder, and the local embedding model is worth loading
+The embedded Qdrant allows one client per folder, and the local embedding model is worth loading
 once, so when ``ragu serve`` hosts chonkit and kappi together they share one :class:`SharedClients`.
 """
 

@@ -100,7 +100,7 @@ def ensure_local_storage_free(settings: Settings) -> None:
                 else f"the data directory {settings.server.data_path.resolve()}"
             )
             raise Conflict(
-                f"{where} is in use by another ragu process (Qdrant's local mode allows one at a time); "
+                f"{where} is in use by another ragu process (the embedded Qdrant allows one at a time); "
                 "stop that process, or give this one another RAGU_DATA_DIR",
                 code="data_dir_in_use",
             ) from None

@@ -174,7 +174,7 @@ def test_a_second_serve_on_a_data_directory_in_use_says_so_in_one_line(
     result = _second_serve({**env, "RAGU_PORT": str(_free_port())}, tmp_path)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"ragu: the data directory {env['RAGU_DATA_DIR']} is in use by another ragu process (Qdrant's local mode "
+        f"ragu: the data directory {env['RAGU_DATA_DIR']} is in use by another ragu process (the embedded Qdrant "
         "allows one at a time); stop that process, or give this one another RAGU_DATA_DIR (data_dir_in_use)"
     ]
 
