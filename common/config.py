@@ -159,9 +159,8 @@ class ResidentSettings(_Group, frozen=True, rename=_flat("resident_")):
     """The in-memory index that serves pgvector searches."""
 
     max_chunks: int = 50_000
-    """Most pgvector chunks a process searches in memory (faiss, kept exact by PostgreSQL's change notices):
-    ~5.5 KB each measured at 384 dimensions with SciFact's payloads, so ~270 MB at most. 0 searches PostgreSQL
-    only."""
+    """Most pgvector chunks a process searches in memory (faiss and the lexical index, kept exact by PostgreSQL's
+    change notices); the memory per chunk is measured in docs/benchmarks.md. 0 searches PostgreSQL only."""
 
 
 class WeaviateSettings(_Group, frozen=True, rename=_flat("weaviate_")):
