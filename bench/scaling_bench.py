@@ -7,12 +7,12 @@ Run from the repository root::
 **Data.** Chunk texts are real sentences recombined: every SciFact abstract split into sentences, and each chunk
 eight of them drawn at random (seeded), so the vocabulary and its Zipf tail are a real corpus's while the corpus
 grows past SciFact's 5k documents; ten chunks make a document. **Vectors are synthetic**: the local embedder writes
-~100 chunks/s on one core, hours for 10^5. Each chunk's vector is one of 300 random unit centroids plus Gaussian
-noise of the centroid's length (a cosine of ~0.5 between chunks of a cluster), normalised: clustered like real
-embeddings, so HNSW's graph and its candidate lists behave as on real data, not as on uniform noise (where every
-point is as far as every other). Query vectors are drawn the same way; query texts are SciFact's real queries, so
-the lexical leg reads real terms' postings. So latency and size figures are realistic; the rankings are not, and no
-quality is measured here (bench/scifact_bench.py measures it on real embeddings).
+~31 chunks/s on one core (docs/benchmarks.md), about an hour for 10^5. Each chunk's vector is one of 300 random unit
+centroids plus Gaussian noise of the centroid's length (a cosine of ~0.5 between chunks of a cluster), normalised:
+clustered like real embeddings, so HNSW's graph and its candidate lists behave as on real data, not as on uniform
+noise (where every point is as far as every other). Query vectors are drawn the same way; query texts are SciFact's
+real queries, so the lexical leg reads real terms' postings. So latency and size figures are realistic; the rankings
+are not, and no quality is measured here (bench/scifact_bench.py measures it on real embeddings).
 
 **Measured per size**, each engine through the product's own adapter (``VectorStore.upsert`` in the worker's
 batches, ``VectorStore.search`` with a :class:`~common.vectors.base.Search`, 10 chunks as an agent asks):
