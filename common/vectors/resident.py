@@ -820,6 +820,9 @@ async def _snapshot(pool: Pool, name: str, *, max_chunks: int) -> _Snapshot | No
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         if not await announces_writes(conn, table):
             return None
+        # The chunks' table before its statistics: the order a drop or a version swap locks them in, so that a
+        # load and a drop wait on each other instead of deadlocking (a drop lost to the deadlock detector).
+        await conn.execute(f"LOCK TABLE {table} IN ACCESS SHARE MODE")
         total: int | None = None
         columns = "NULL::bytea, NULL::bytea"
         if await conn.fetchval(_HAS_LEXICAL, stats_of(name), SCHEMA, name):
