@@ -9,8 +9,8 @@ upload: ``parse`` (``DocumentType.TEXT``), ``chunk`` with the default config (25
 by the local tokenizer), ``embed_documents`` per document (all-MiniLM-L6-v2 on onnxruntime), and the worker's
 own records (``chunk_records``) written with ``delete_document`` + ``upsert`` into two collections created by
 chonkit's collection service: one in pgvector (an embedded PostgreSQL in a temporary folder, migrated like
-production) and one in Qdrant's local mode (on disk in the same folder). Each document is embedded once and
-written to both, so both engines hold the same vectors.
+production) and one in the embedded Qdrant (Qdrant Edge, on disk in the same folder). Each document is embedded
+once and written to both, so both engines hold the same vectors.
 
 **Search** goes through chonkit's search test bench, ``CollectionService.search`` — one transaction per
 request as the HTTP handler does, the query embedded by the collection's model — in each mode (``dense``,
@@ -398,13 +398,12 @@ class Product:
 
 
 async def _measure(data: Dataset, url: str, qdrant_path: Path, plan: Plan) -> dict[str, Any]:
-    from qdrant_client import AsyncQdrantClient
-
     from common.db.database import PoolDatabase
     from common.embedders.registry import default_registry
     from common.vectors.base import VectorStore
     from common.vectors.pgvector import PgVectorStore, open_pool
     from common.vectors.qdrant import QdrantStore
+    from common.vectors.qdrant_edge import open_edge_client
     from common.vectors.registry import VectorRegistry
 
     embedders = default_registry(local_threads=1)
@@ -413,7 +412,7 @@ async def _measure(data: Dataset, url: str, qdrant_path: Path, plan: Plan) -> di
     await asyncio.to_thread(qdrant_path.mkdir, parents=True, exist_ok=True)
     stores: dict[str, VectorStore] = {
         "pgvector": PgVectorStore(pool),
-        "qdrant": QdrantStore(AsyncQdrantClient(path=str(qdrant_path))),
+        "qdrant": QdrantStore(await open_edge_client(qdrant_path)),
     }
     product = Product(db, VectorRegistry(stores, closers=[pool.close]), embedders)
     try:
@@ -800,7 +799,10 @@ def _result(
         },
         "versions": {
             "python": sys.version.split()[0],
-            **{p: version(p) for p in ("onnxruntime", "asyncpg", "qdrant-client", "bm25s", "PyStemmer")},
+            **{
+                p: version(p)
+                for p in ("onnxruntime", "asyncpg", "qdrant-client", "qdrant-edge-py", "bm25s", "PyStemmer")
+            },
         },
         "targets": {
             "hybrid_vs_bm25s": TARGET_HYBRID_VS_BM25,
