@@ -107,6 +107,24 @@ SNAPSHOT_BATCH = 2000
 """Rows per fetch of :meth:`PgVectorStore.snapshot`: the event loop serves requests between batches."""
 Chunk: TypeAlias = tuple[str, npt.NDArray[np.float32], dict[str, Any]]
 """A chunk as :meth:`PgVectorStore.snapshot` reads it: id, vector, payload."""
+
+
+class Snapshot(NamedTuple):
+    """A collection as one transaction saw it (:meth:`PgVectorStore.snapshot`): its chunks, their lexical columns
+    (PostgreSQL's binary array format) and the chunk count of its term statistics (``None``: no lexical index)."""
+
+    chunks: list[Chunk]
+    terms: list[bytes | None]
+    weights: list[bytes | None]
+    total: int | None
+
+
+_HAS_LEXICAL_COLUMNS = """
+SELECT to_regclass($1) IS NOT NULL AND (
+    SELECT count(*) = 2 FROM information_schema.columns
+    WHERE table_schema = $2 AND table_name = $3 AND column_name IN ('terms', 'term_weights'))
+"""
+
 _CONNECTION_ERRORS = (
     OSError,
     asyncpg.PostgresConnectionError,
@@ -728,21 +746,35 @@ class PgVectorStore:
                     identities.append(identity)
         return identities
 
-    async def snapshot(self, name: str, *, max_chunks: int) -> list[Chunk] | None:
-        """Every chunk of a collection as one transaction sees them, for a copy kept elsewhere; ``None`` when
-        there are more than ``max_chunks`` or the table does not announce its writes (not made by Ragu), so
-        that no copy could outlive a write unnoticed."""
+    async def snapshot(self, name: str, *, max_chunks: int) -> Snapshot | None:
+        """Every chunk of a collection with its lexical columns, and its statistics' chunk count, in one repeatable
+        read, for a copy kept elsewhere (kappi's in-memory copies); ``None`` when there are more than ``max_chunks``
+        or the table does not announce its writes (not made by Ragu), so that no copy could outlive a write
+        unnoticed.
+
+        The lexical arrays travel as ``bytea`` (``array_send``): the event loop only receives bytes, and the copy's
+        build thread decodes them (decoding ~100 numbers per chunk into Python lists would block the loop)."""
         table = table_of(name)
-        async with self._connection(name) as conn, conn.transaction(readonly=True):
+        async with self._connection(name) as conn, conn.transaction(isolation="repeatable_read", readonly=True):
             if not await announces_writes(conn, table):
                 return None
-            chunks: list[Chunk] = []
-            statement = f"SELECT id, embedding, payload FROM {table} WHERE {CHUNKS_ONLY}"
+            # The chunks' table before its statistics: the order a drop or a version swap locks them in, so that a
+            # snapshot and a drop wait on each other instead of deadlocking (a drop lost to the deadlock detector).
+            await conn.execute(f"LOCK TABLE {table} IN ACCESS SHARE MODE")
+            total: int | None = None
+            columns = "NULL::bytea, NULL::bytea"
+            if await conn.fetchval(_HAS_LEXICAL_COLUMNS, stats_of(name), SCHEMA, name):
+                total = await conn.fetchval(f"SELECT chunks FROM {stats_of(name)} WHERE term = 0") or 0
+                columns = "array_send(terms), array_send(term_weights)"
+            snapshot = Snapshot([], [], [], total)
+            statement = f"SELECT id, embedding, payload, {columns} FROM {table} WHERE {CHUNKS_ONLY}"
             async for row in conn.cursor(statement, prefetch=SNAPSHOT_BATCH):
-                if len(chunks) >= max_chunks:
+                if len(snapshot.chunks) >= max_chunks:
                     return None
-                chunks.append((str(row["id"]), row["embedding"].to_numpy(), row["payload"]))
-        return chunks
+                snapshot.chunks.append((str(row[0]), row[1].to_numpy(), row[2]))
+                snapshot.terms.append(row[3])
+                snapshot.weights.append(row[4])
+        return snapshot
 
     async def aclose(self) -> None:
         """Nothing to release: the pool belongs to the caller."""

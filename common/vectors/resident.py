@@ -61,7 +61,6 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from common.db.database import Pool
 from common.errors import AppError
 from common.vectors import lexical
 from common.vectors.base import (
@@ -72,18 +71,9 @@ from common.vectors.base import (
     Vector,
     VectorRecord,
 )
-from common.vectors.changes import ChangeFeed, announces_writes
+from common.vectors.changes import ChangeFeed
 from common.vectors.fusion import by_document, fuse, leg_depth, leg_properties, lexical_only
-from common.vectors.pgvector import (
-    CHUNKS_ONLY,
-    DEFAULT_EF_SEARCH,
-    SCHEMA,
-    SNAPSHOT_BATCH,
-    Chunk,
-    PgVectorStore,
-    stats_of,
-    table_of,
-)
+from common.vectors.pgvector import DEFAULT_EF_SEARCH, PgVectorStore, Snapshot
 from common.vectors.records import check_retrieval, is_collection_name
 from schemas.models import Identity
 
@@ -381,7 +371,7 @@ class ResidentVectors:
             async with self._load_lock:
                 generation, epoch = self._generation.get(name, 0), self._epoch
                 budget = self._max_chunks - sum(c.size for c in self._copies.values())
-                snapshot = await _snapshot(self._store.pool, name, max_chunks=budget)
+                snapshot = await self._store.snapshot(name, max_chunks=budget)
                 started = time.perf_counter()
                 copy = None if snapshot is None else await asyncio.to_thread(_Copy.build, snapshot)
                 self._build_seconds[name] = time.perf_counter() - started
@@ -488,7 +478,7 @@ class _Copy:
         return filled
 
     @classmethod
-    def build(cls, snapshot: _Snapshot) -> _Copy | None:
+    def build(cls, snapshot: Snapshot) -> _Copy | None:
         """``None`` for what the copy cannot answer like SQL: zero vectors, odd ``groups`` values, no chunks. A
         lexical index that cannot be read exactly is left out (its searches go to PostgreSQL)."""
         faiss = _import_faiss()
@@ -708,7 +698,7 @@ class _Lexical:
         return sum(array.nbytes for array in arrays)
 
     @classmethod
-    def build(cls, snapshot: _Snapshot, ids: Sequence[str]) -> _Lexical | None:
+    def build(cls, snapshot: Snapshot, ids: Sequence[str]) -> _Lexical | None:
         """The index of the snapshot's lexical columns; ``None`` when the table has none, or when they do not
         add up to the statistics table's chunk count read in the same transaction (then PostgreSQL answers)."""
         if snapshot.total is None:
@@ -789,54 +779,6 @@ class _Lexical:
         if np.any((gaps > 0) & (gaps <= TIE_TOLERANCE * scores[:-1])):
             return None
         return labels[:depth], scores[:depth]
-
-
-class _Snapshot(NamedTuple):
-    """A collection as one transaction saw it: its chunks, their lexical columns (PostgreSQL's binary array
-    format, decoded in the build's thread) and the chunk count of its term statistics (``None``: no lexical
-    index)."""
-
-    chunks: list[Chunk]
-    terms: list[bytes | None]
-    weights: list[bytes | None]
-    total: int | None
-
-
-_HAS_LEXICAL = """
-SELECT to_regclass($1) IS NOT NULL AND (
-    SELECT count(*) = 2 FROM information_schema.columns
-    WHERE table_schema = $2 AND table_name = $3 AND column_name IN ('terms', 'term_weights'))
-"""
-
-
-async def _snapshot(pool: Pool, name: str, *, max_chunks: int) -> _Snapshot | None:
-    """Every chunk of a collection with its lexical columns, and its statistics' chunk count, in one repeatable
-    read; ``None`` when there are more than ``max_chunks`` or the table does not announce its writes (not made by
-    Ragu), so that no copy could outlive a write unnoticed.
-
-    The lexical arrays travel as ``bytea`` (``array_send``): the event loop only receives bytes, and the build's
-    thread decodes them (decoding ~100 numbers per chunk into Python lists would block the loop)."""
-    table = table_of(name)
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        if not await announces_writes(conn, table):
-            return None
-        # The chunks' table before its statistics: the order a drop or a version swap locks them in, so that a
-        # load and a drop wait on each other instead of deadlocking (a drop lost to the deadlock detector).
-        await conn.execute(f"LOCK TABLE {table} IN ACCESS SHARE MODE")
-        total: int | None = None
-        columns = "NULL::bytea, NULL::bytea"
-        if await conn.fetchval(_HAS_LEXICAL, stats_of(name), SCHEMA, name):
-            total = await conn.fetchval(f"SELECT chunks FROM {stats_of(name)} WHERE term = 0") or 0  # noqa: S608
-            columns = "array_send(terms), array_send(term_weights)"
-        snapshot = _Snapshot([], [], [], total)
-        statement = f"SELECT id, embedding, payload, {columns} FROM {table} WHERE {CHUNKS_ONLY}"  # noqa: S608
-        async for row in conn.cursor(statement, prefetch=SNAPSHOT_BATCH):
-            if len(snapshot.chunks) >= max_chunks:
-                return None
-            snapshot.chunks.append((str(row[0]), row[1].to_numpy(), row[2]))
-            snapshot.terms.append(row[3])
-            snapshot.weights.append(row[4])
-    return snapshot
 
 
 def _binary_array(data: bytes | None, dtype: type[np.int32] | type[np.float32]) -> npt.NDArray[Any] | None:
