@@ -940,7 +940,9 @@ def _lexical_statement(
     the limit, then the returned filter arguments.
 
     Each query term's IDF comes from the collection's exact statistics; an index-only scan of its postings gives
-    every chunk holding it with its tf weight; a chunk's BM25 score is the sum. Without a filter the best are
+    every chunk holding it with its tf weight; a chunk's BM25 score is the sum, added in term order (as kappi's
+    in-memory copies add it, so both agree to the bit and rank ties alike: in the plan's order, two chunks with the
+    same postings could sum differently in the last bits). Without a filter the best are
     ranked before the collection table is read; with one, every scored chunk is checked (a filter may reject the
     best ones). A hybrid search runs the HNSW leg beside it and fuses both in the statement — weighted RRF exactly
     as :func:`common.vectors.fusion.fuse` computes it, the same float operations in the same order, per chunk or
@@ -970,7 +972,7 @@ def _lexical_statement(
             CROSS JOIN totals
         ),
         scored AS (
-            SELECT p.id, sum(p.weight * query.idf) AS score
+            SELECT p.id, sum(p.weight * query.idf ORDER BY p.term) AS score
             FROM {postings} p JOIN query ON p.term = query.term
             GROUP BY p.id
         )

@@ -39,12 +39,12 @@ Lexical and hybrid searches are answered whole by the copy (:meth:`_Copy.text_se
 inverted index of the chunks' ``terms`` and ``term_weights`` (:class:`_Lexical`: each query term's postings read
 once, as numpy slices, so the cost is not an index probe per posting), with the IDF from the copy's own document
 frequencies — exact, the copy being an exact snapshot — and the same float64 operations in the same order as the
-SQL statement, so scores agree to the bit and rank alike (score descending, id); scores unequal but within
-:data:`TIE_TOLERANCE` send the search to PostgreSQL. A hybrid search's dense leg is a dense search of the leg's
-depth, fused with the lexical leg by the same :func:`~common.vectors.fusion.fuse` (per chunk or per document, as
-:attr:`~common.vectors.base.Search.fusion` asks). The same answers as
-PostgreSQL's on exhaustive copies and the same quality on HNSW ones (whose approximations, like PostgreSQL's,
-may differ deep in the dense leg).
+SQL statement (which adds a chunk's postings in term order too), so scores agree to the bit and rank alike (score
+descending, id); scores unequal but within :data:`TIE_TOLERANCE` send the search to PostgreSQL. A hybrid search's dense
+leg is a dense search of the leg's depth, fused with the lexical leg by the same
+:func:`~common.vectors.fusion.fuse` (per chunk or per document, as :attr:`~common.vectors.base.Search.fusion`
+asks). The same answers as PostgreSQL's on exhaustive copies and the same quality on HNSW ones (whose
+approximations, like PostgreSQL's, may differ deep in the dense leg).
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ REBUILD_FACTOR = 10.0
 rebuilding costs the same core that answers questions, so a collection written to all the time is searched in
 PostgreSQL rather than rebuilt over and over (at most ~10 % of the core goes to rebuilds)."""
 TIE_TOLERANCE = 1e-9
-"""Lexical scores this close (relative) but unequal are a near tie: SQL adds a chunk's postings in an order the
-plan chooses, so its sums may differ from ours in the last bits (~1e-15 relative) and rank the pair otherwise."""
+"""Lexical scores this close (relative) but unequal are a near tie the copy leaves to SQL, should their sums ever
+round apart (both add a chunk's postings in term order, so none is expected)."""
 BUSY_WITHIN = 0.002
 """Questions whose searches start this close together (seconds) are batched (:class:`_Batch`); a question
 alone searches at once rather than wait for the event loop's turn (~1 ms at a few hundred questions/s)."""
@@ -765,9 +765,8 @@ class _Lexical:
         self, labels: npt.NDArray[np.intp], scores: npt.NDArray[np.float64], depth: int
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
         """The best ``depth`` of these chunks by (score descending, id), as SQL ranks them; ``None`` when two
-        neighbours among them, or at the cut, score unequal but within :data:`TIE_TOLERANCE` (SQL's sums may
-        round them the other way). Exactly equal scores are ranked by id, as SQL does: equal postings are summed
-        alike."""
+        neighbours among them, or at the cut, score unequal but within :data:`TIE_TOLERANCE`. Exactly equal scores
+        are ranked by id, as SQL does: both add a chunk's postings in term order."""
         wanted = depth + 1  # one past the cut shows whether the cut splits near-equal scores
         if len(labels) > wanted:
             kth = np.partition(scores, len(scores) - wanted)[len(scores) - wanted]

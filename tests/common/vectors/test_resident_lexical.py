@@ -174,6 +174,8 @@ async def test_lexical_and_hybrid_answers_in_memory_equal_postgres(
             else:
                 await writer.delete_ids(identity.name, [str(uuid.UUID(int=n + 1)) for n in change])
             await until_not_resident(resident, identity.name)
+            if await writer.count(identity.name) == 0:
+                continue  # every chunk deleted: an empty collection is never copied, PostgreSQL answers it
             await compare(resident, writer, writer_pool, identity.name, asked)
     finally:
         await writer.drop_collection(identity.name)
