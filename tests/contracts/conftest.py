@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -98,11 +99,19 @@ async def resident_pgvector_harness(request: pytest.FixtureRequest) -> AsyncIter
 @asynccontextmanager
 async def qdrant_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """Qdrant's local mode: the same client code as against a server, in memory."""
-    from qdrant_client import AsyncQdrantClient, models
-
-    from common.vectors.qdrant import QdrantStore  # type: ignore[import-not-found,unused-ignore]
+    from qdrant_client import AsyncQdrantClient
 
     client = AsyncQdrantClient(location=":memory:")
+    async with _qdrant_harness(client) as harness:
+        yield harness
+
+
+@asynccontextmanager
+async def _qdrant_harness(client: Any) -> AsyncIterator[Harness]:
+    """The Qdrant adapter over ``client`` (local mode or Edge), a foreign collection made through the same client."""
+    from qdrant_client import models
+
+    from common.vectors.qdrant import QdrantStore
 
     async def make_foreign_collection(name: str) -> None:
         await client.create_collection(name, vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT))
@@ -119,23 +128,11 @@ async def qdrant_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harnes
 @asynccontextmanager
 async def qdrant_edge_harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """The embedded Qdrant: Qdrant Edge's engine in this process, on disk in the test's folder."""
-    from qdrant_client import models
-
-    from common.vectors.qdrant import QdrantStore
     from common.vectors.qdrant_edge import open_edge_client
 
     client = await open_edge_client(request.getfixturevalue("tmp_path"))
-
-    async def make_foreign_collection(name: str) -> None:
-        await client.create_collection(name, vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT))
-        point = models.PointStruct(id=str(uuid.uuid4()), vector=[0.0, 1.0, 0.0, 0.0], payload={"title": "not ours"})
-        await client.upsert(name, points=[point], wait=True)
-
-    store = QdrantStore(client)
-    try:
-        yield Harness(store=store, make_foreign_collection=make_foreign_collection)
-    finally:
-        await store.aclose()
+    async with _qdrant_harness(client) as harness:
+        yield harness
 
 
 @asynccontextmanager
