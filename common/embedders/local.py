@@ -31,18 +31,22 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+import onnx
+import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from common.embedders.base import Embedder, EmbedderSpec, SpecAttributes, Vectors
+from common.embedders.onnx_graph import (
+    drop_nan_guards,
+    feed_forward_matmuls,
+    fuse_gelu,
+    quantize_activations,
+    widest_channels,
+)
 from common.errors import Unavailable
-
-if TYPE_CHECKING:
-    import onnx
-    import onnxruntime as ort
 
 PROVIDER = "local"
 
@@ -229,16 +233,9 @@ class LocalEmbedder(SpecAttributes):
         return self._embed_tokenizer, self._count_tokenizer
 
     def _loaded_session(self) -> ort.InferenceSession:
-        """The ONNX stack is imported here, with the first embedding: importing onnx and onnxruntime costs every
-        process that never embeds (a server answering from stand-ins, the parse processes, the CLI) over a second."""
         if self._session is None:
             with self._session_lock:
                 if self._session is None:
-                    import onnx
-                    import onnxruntime as ort
-
-                    from common.embedders.onnx_graph import drop_nan_guards, fuse_gelu
-
                     options = ort.SessionOptions()
                     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -263,8 +260,6 @@ class LocalEmbedder(SpecAttributes):
 
     def _quantize_feed_forward(self, graph: onnx.ModelProto) -> None:
         """int8 feed-forward blocks, their outlier channels found on :data:`CALIBRATION_TEXT` first."""
-        from common.embedders.onnx_graph import feed_forward_matmuls, quantize_activations, widest_channels
-
         matmuls = feed_forward_matmuls(graph.graph)
         if not matmuls:
             return
