@@ -180,7 +180,8 @@ class OursPipeline:
     async def calibrate(self, files: list[PdfFile]) -> int:
         """Load and warm the model; returns how many chunks our parser and chunker cut ``files`` into."""
         from chonkit.document.chunking import chunk
-        from chonkit.document.parsing import DocumentType, parse
+        from chonkit.document.parsing import DocumentType
+        from chonkit.document.parsing.parser import parse
 
         await self.embedder.embed_documents(["warm-up passage", "another one, a little longer"])
         chunks = 0
@@ -203,7 +204,8 @@ class OursPipeline:
     async def ingest(self, store: QdrantStore, file: PdfFile, clock: Clock) -> None:
         """One document, stage by stage as ``EmbeddingWorker._embed`` and ``_write`` do it."""
         from chonkit.document.chunking import chunk
-        from chonkit.document.parsing import DocumentType, parse
+        from chonkit.document.parsing import DocumentType
+        from chonkit.document.parsing.parser import parse
         from chonkit.embedding.worker import EMBED_BATCH, WRITE_BATCH
 
         with clock.stage("parse"):

@@ -295,7 +295,8 @@ def chunk_corpus(corpus: dict[str, tuple[str, str]], limit: int | None) -> list[
     """Chonkit's parser and chunker on each document's text upload; documents dealt round-robin to collections."""
     from chonkit.document.chunking import chunk
     from chonkit.document.chunking.config import FixedChunking
-    from chonkit.document.parsing import DocumentType, ParseConfig, parse
+    from chonkit.document.parsing import DocumentType, ParseConfig
+    from chonkit.document.parsing.parser import parse
     from common.embedders.local import LocalEmbedder
 
     tokenizer = LocalEmbedder(threads=1)

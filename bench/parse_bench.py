@@ -99,7 +99,8 @@ def _contenders() -> dict[str, Extractor]:
     import pymupdf
     from pypdf import PdfReader
 
-    from chonkit.document.parsing import DocumentType, ParseConfig, parse
+    from chonkit.document.parsing import DocumentType, ParseConfig
+    from chonkit.document.parsing.parser import parse
 
     config = ParseConfig()
 

@@ -83,7 +83,8 @@ def build_corpus(data_folder: Path, *, quick: bool) -> Corpus:
     import numpy as np
 
     from chonkit.document.chunking import chunk, default_chunk_config
-    from chonkit.document.parsing import DocumentType, ParseConfig, parse
+    from chonkit.document.parsing import DocumentType, ParseConfig
+    from chonkit.document.parsing.parser import parse
     from chonkit.ingest.pipeline import chunk_records
     from common.embedders.registry import default_registry
     from schemas.models import Identity

@@ -438,7 +438,8 @@ async def _ingest(
     """Every document through the worker's stages, one at a time as the worker takes them, into every engine."""
     from chonkit.collection.service import identity_of
     from chonkit.document.chunking import chunk, default_chunk_config
-    from chonkit.document.parsing import DocumentType, ParseConfig, parse
+    from chonkit.document.parsing import DocumentType, ParseConfig
+    from chonkit.document.parsing.parser import parse
     from chonkit.embedding.worker import EMBED_BATCH, WRITE_BATCH, chunk_records
 
     parse_config, chunk_config = ParseConfig(), default_chunk_config()

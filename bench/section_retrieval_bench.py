@@ -97,7 +97,8 @@ class _Collection:
 def measure() -> dict[str, Any]:
     """Every config of :func:`_configs` over the corpus: chunks, tokens, and which questions find their fact."""
     from chonkit.document.chunking import chunk
-    from chonkit.document.parsing import DocumentType, ParseConfig, parse
+    from chonkit.document.parsing import DocumentType, ParseConfig
+    from chonkit.document.parsing.parser import parse
     from common.embedders.local import LocalEmbedder
 
     embedder = LocalEmbedder()

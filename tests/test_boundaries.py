@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -204,3 +205,19 @@ def test_controllers_look_nothing_up_in_the_apps_state(service: str) -> None:
         if "state." in line or "State" in line
     ]
     assert lookups == []
+
+
+SERVER_NEVER_IMPORTS = ("alembic", "pymupdf", "docx", "markdown_it", "rapidocr")
+"""What a server process has no use for: migrations run before it serves (and only when asked), parsing runs in
+the parse processes. Each costs every ``ragu serve`` and ``ragu worker`` start a share of a second."""
+
+
+def test_the_server_imports_neither_the_parsers_nor_alembic() -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, ragu.serve, ragu.worker; print(' '.join(sys.modules))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert sorted({name.split(".")[0] for name in loaded} & set(SERVER_NEVER_IMPORTS)) == []

@@ -44,7 +44,6 @@ from chonkit.document.parsed import ParsedDocument
 from chonkit.document.parsing.config import ParseConfig
 from chonkit.document.parsing.doctype import DocumentType
 from chonkit.document.parsing.ocr import ParseStopped
-from chonkit.document.parsing.parser import parse
 from common.embedders.registry import default_registry
 from common.errors import InvalidInput
 
@@ -56,6 +55,10 @@ T = TypeVar("T")
 
 IN_PROCESS_TOKENIZERS = frozenset({"local"})
 """Providers whose tokenizers a parse process can load on its own (no key, no network)."""
+
+PARSERS = "chonkit.document.parsing.parser"
+"""Every parser (pymupdf, python-docx, markdown-it: ~0.8 s to import), imported by the forkserver the parse
+processes come from and never by the server that starts them, which has no use for it."""
 
 CHUNKS_PER_FRAME = 256
 """Chunks decoded in one go (a few milliseconds of holding the GIL)."""
@@ -178,7 +181,7 @@ async def _started_processes() -> ProcessPoolExecutor:
 
 def _start_processes() -> ProcessPoolExecutor:
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["chonkit.document.isolated"])
+    context.set_forkserver_preload(["chonkit.document.isolated", PARSERS])
     pool = ProcessPoolExecutor(PARSE_PROCESSES, mp_context=context, initializer=_end_with, initargs=(os.getpid(),))
     pool.submit(int).result()  # waits, off the event loop, for the forkserver's imports (~0.5 s)
     return pool
@@ -208,6 +211,8 @@ def _exit_when_gone(pid: int) -> None:
 def _parse_into(
     data: bytes, doc_type: DocumentType, config: ParseConfig, recognise: bool, *, result: Path, flag: Path
 ) -> None:
+    from chonkit.document.parsing.parser import parse  # the forkserver imported it (PARSERS)
+
     parsed = parse(data, doc_type, config, recognise=recognise, stop=flag.exists)
     result.write_bytes(msgspec.msgpack.encode(parsed))
 

@@ -2,14 +2,19 @@
 
 Alembic's commands are synchronous and start their own event loop, so call these from plain threads
 (``asyncio.to_thread``) when a loop is already running.
+
+Alembic (with SQLAlchemy, ~0.7 s to import) is imported by the function that runs it: most processes that import
+this module (a server with ``RAGU_AUTO_MIGRATE=false``, ``ragu worker``, the CLI's other commands) never migrate,
+and each would pay for it at start. These run before a server answers anything, never while it serves.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -23,6 +28,8 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def _config(url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.attributes["database_url"] = url
@@ -30,10 +37,14 @@ def _config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
+    from alembic import command
+
     command.upgrade(_config(url), revision)
 
 
 def downgrade(url: str, revision: str) -> None:
+    from alembic import command
+
     command.downgrade(_config(url), revision)
 
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import pymupdf
 
 from common.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import pymupdf
 
 OcrMode = Literal["off", "auto", "force"]
 """``off``: never; ``auto``: pages without a text layer (:func:`needs_ocr`); ``force``: every page, whatever its
@@ -101,6 +103,8 @@ def page_image(page: pymupdf.Page, *, dpi: int = OCR_DPI) -> Image:
     Raises:
         InvalidInput: ``image_too_large`` (:func:`check_page_size`).
     """
+    import pymupdf  # loaded by the PDF parser already; the server imports this module (OcrMode) and never renders
+
     check_page_size(page, dpi=dpi)
     scale = dpi / 72
     matrix = pymupdf.Matrix(scale, scale)  # type: ignore[no-untyped-call]  # pymupdf is untyped

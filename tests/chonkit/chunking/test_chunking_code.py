@@ -6,7 +6,8 @@ import pytest
 
 from chonkit.document.chunking import CharacterCounter, FixedChunking, ParentChildChunking, StructureChunking, chunk
 from chonkit.document.chunking.config import ChunkConfig
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 
 BODY = "".join(f"    if value > {n}:\n        total = total.add({n})\n" for n in range(20))
 SOURCE = f"# Code\n\nThe function below adds.\n\n```python\ndef add_all(value):\n{BODY}    return total\n```\n"

@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 
 from chonkit.document.chunking import CharacterCounter, FixedChunking, chunk, default_chunk_config
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 from chonkit.embedding.worker import config_hash
 
 CHARACTERS = CharacterCounter()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 from tests.support.documents import pdf
 
 PAGE = Path(__file__).with_name("pages") / "rustdoc_trait_Parser.html"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from selectolax.lexbor import LexborHTMLParser
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 from chonkit.source.web import visible_html
 
 # The shape of a page from mdBook's current template: a keyboard-help popup its CSS hides, a sidebar, a theme

@@ -14,7 +14,8 @@ import pytest
 from chonkit.document import isolated
 from chonkit.document.chunking import default_chunk_config
 from chonkit.document.isolated import chunk_isolated, parse_isolated
-from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, PageRange, ParseConfig
+from chonkit.document.parsing.parser import parse
 from common.embedders.registry import default_registry
 from common.errors import InvalidInput
 from tests.chonkit.parsing.conftest import make_pdf

@@ -10,8 +10,9 @@ import unicodedata
 
 import pytest
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse, validate_parse_config
+from chonkit.document.parsing import DocumentType, ParseConfig, validate_parse_config
 from chonkit.document.parsing.line_filters import compile_line_filter
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput
 
 PREVIEW_BAR_SECONDS = 3.0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 
 
 def _blocks(source: str) -> list[tuple[str, str]]:

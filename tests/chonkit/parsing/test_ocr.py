@@ -12,8 +12,9 @@ import pytest
 from PIL import Image
 
 from chonkit.document.isolated import parse_isolated
-from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, parse, sniff, validate_parse_config
+from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, sniff, validate_parse_config
 from chonkit.document.parsing.ocr import MAX_IMAGE_PIXELS, needs_ocr
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput, UnsupportedMediaType
 from tests.chonkit.parsing.conftest import make_pdf, make_scanned_pdf, make_text_image
 

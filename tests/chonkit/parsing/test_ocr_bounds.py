@@ -18,7 +18,8 @@ from PIL import Image
 
 from chonkit.document import isolated
 from chonkit.document.isolated import parse_isolated
-from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, ocr, parse
+from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, ocr
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput
 from tests.chonkit.parsing.conftest import make_pdf, make_scanned_pdf, make_text_image
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pymupdf
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
 from chonkit.document.parsing.page_furniture import strip_furniture
+from chonkit.document.parsing.parser import parse
 
 BODY = [
     "Shells read commands from a file or a terminal and run",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from chonkit.document.parsed import ParsedDocument
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 
 # The shape of PostgreSQL's manual (Debian's postgresql-doc-15): a table of contents of links, then settings.
 SETTINGS = b"""<html><body>

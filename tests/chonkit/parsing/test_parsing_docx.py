@@ -10,8 +10,9 @@ import docx
 import pytest
 from docx.enum.style import WD_STYLE_TYPE
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
 from chonkit.document.parsing.docx_archive import check_zip_bomb, read_zip_directory
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput
 
 

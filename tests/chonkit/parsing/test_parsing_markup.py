@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from chonkit.document.parsed import ParsedDocument
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
 from chonkit.document.parsing.html_parser import MAX_NESTING, cap_nesting
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput
 
 

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chonkit.document.parsed import BLOCK_SEPARATOR, ParsedDocument
-from chonkit.document.parsing import DocumentType, ParseConfig, parse, sniff
+from chonkit.document.parsing import DocumentType, ParseConfig, sniff
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput
 
 EXTENSION = {

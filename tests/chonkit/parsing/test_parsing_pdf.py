@@ -10,7 +10,8 @@ import pymupdf
 import pytest
 
 from chonkit.document.chunking import CharacterCounter, FixedChunking, chunk
-from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, parse, sniff
+from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, sniff
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput
 
 PdfFactory = Callable[..., bytes]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 from common.errors import InvalidInput
 
 FRENCH = "Café “crème” à 5 € \u2013 naïve déjà-vu.\n\nDeuxième paragraphe, œuvre."

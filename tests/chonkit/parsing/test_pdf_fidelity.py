@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pymupdf
 
-from chonkit.document.parsing import DocumentType, ParseConfig, parse
+from chonkit.document.parsing import DocumentType, ParseConfig
+from chonkit.document.parsing.parser import parse
 
 SIZE = 11.0
 
