@@ -94,6 +94,15 @@ def _run_order(path: Path, slow_modules: set[Path]) -> int:
     return 0 if _starts_something(path) else 1 if path in slow_modules else 2
 
 
+def pytest_configure() -> None:
+    """The suite writes bytecode caches even where ``PYTHONDONTWRITEBYTECODE`` is set (as on the CI machine): it
+    starts some 300 Python processes (xdist workers, servers, parse processes, commands), started after this and
+    inheriting it, and without caches each compiled every module of ours it imported again. The installed packages
+    come compiled (``uv pip install --compile-bytecode``, the README's test command)."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        sys.dont_write_bytecode = False
+
+
 def pytest_unconfigure() -> None:
     """The live servers' template database (``tests/hardening/live_stack.py``) goes with the session."""
     if live_stack := sys.modules.get("tests.hardening.live_stack"):
