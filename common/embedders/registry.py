@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from common.embedders.base import EmbedderProvider, EmbedderRegistry
 from common.embedders.local import LocalProvider
 
@@ -10,6 +12,7 @@ def default_registry(
     *,
     local_threads: int = 1,
     local_batch_size: int = 1,
+    local_cache_dir: Path | None = None,
     cohere_api_key: str | None = None,
     cohere_base_url: str | None = None,
 ) -> EmbedderRegistry:
@@ -18,8 +21,11 @@ def default_registry(
     Args:
         local_threads: onnxruntime intra-op threads for the ``local`` provider.
         local_batch_size: Texts per inference call for the ``local`` provider.
+        local_cache_dir: Where the ``local`` provider keeps its rewritten graph; ``None``: it rewrites at each load.
     """
-    providers: list[EmbedderProvider] = [LocalProvider(threads=local_threads, batch_size=local_batch_size)]
+    providers: list[EmbedderProvider] = [
+        LocalProvider(threads=local_threads, batch_size=local_batch_size, cache_dir=local_cache_dir)
+    ]
     if cohere_api_key:
         from common.embedders.cohere import CohereProvider
 
