@@ -233,6 +233,13 @@ async def test_a_bad_request_is_the_sdks_bad_request_error_with_ragus_code(live:
     assert (imaged.value.code, imaged.value.param) == ("unsupported_content", "messages[0].content")
 
 
+def _distances_within_float32(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The citations, each distance matching to 1e-5: kappi's in-memory copy of a collection may come into service
+    between two questions, and it sums a cosine in another order than pgvector, which moves the sixth place (seen:
+    0.338078 against 0.338079, in most runs of this module since servers start faster)."""
+    return [{**citation, "distance": pytest.approx(citation["distance"], abs=1e-5)} for citation in citations]
+
+
 def docs_example() -> dict[str, Any]:
     """The namespace of the python block of docs/clients.md's "OpenAI-compatible endpoint" section."""
     page = (REPO / "docs" / "clients.md").read_text()
@@ -250,8 +257,11 @@ async def test_the_docs_example_runs_as_written(live: Live) -> None:
     answer, citations = await asyncio.to_thread(example["ask_agent"], live.kappi_url, alice, QUESTION)
     assert "25 vacation days" in answer
     assert any(MARKER in c["text"] for c in citations)
-    streamed = await asyncio.to_thread(example["ask_agent_streamed"], live.kappi_url, alice, QUESTION)
-    assert streamed == (answer, citations)
+    streamed_answer, streamed_citations = await asyncio.to_thread(
+        example["ask_agent_streamed"], live.kappi_url, alice, QUESTION
+    )
+    assert streamed_answer == answer
+    assert streamed_citations == _distances_within_float32(citations)
     answer, citations = await asyncio.to_thread(example["ask_agent"], live.kappi_url, nobody, QUESTION)
     assert MARKER not in answer
     assert live.restricted["name"] not in {c["collection"] for c in citations}
