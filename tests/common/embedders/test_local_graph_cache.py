@@ -1,9 +1,13 @@
 """The local embedder's rewritten graph, kept in a cache folder: the same vectors, no rewrite on the next load, and
-a cached file that is not what it should be is never used."""
+a cached file that is not what it should be is never used.
+
+The graph is rewritten for real once (:func:`cache`); the other tests count rewrites with a stand-in that returns
+that graph, since what they check is when a rewrite happens and what is kept, not the rewrite itself."""
 
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +16,39 @@ import pytest
 from common.clients import SharedClients
 from common.config import load_settings
 from common.embedders import local
-from common.embedders.local import MINILM_L6_V2, LocalEmbedder, LocalProvider
+from common.embedders.local import MINILM_L6_V2, LocalEmbedder, LocalModel, LocalProvider
 from tests.common.embedders.test_local_embedder import SENTENCES
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder holding the real rewritten graph."""
+    folder = tmp_path_factory.mktemp("embedder-cache")
+    LocalProvider(cache_dir=folder).prepare()
+    return folder
+
+
+@pytest.fixture
+def rewrites(cache: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each rewrite from now on, by model name; each gives the real rewritten graph."""
+    (graph,) = _cached(cache)
+    done: list[str] = []
+
+    def rewrite(model: LocalModel, _: bytes) -> bytes:
+        done.append(model.spec.model)
+        return graph.read_bytes()
+
+    monkeypatch.setattr(local, "_rewrite", rewrite)
+    return done
 
 
 def _cached(folder: Path) -> list[Path]:
     return sorted((folder / "embedders").glob("*.onnx"))
+
+
+def _copy(cache: Path, folder: Path) -> Path:
+    shutil.copytree(cache, folder)
+    return folder
 
 
 async def _vectors(embedder: LocalEmbedder) -> np.ndarray:
@@ -27,31 +58,23 @@ async def _vectors(embedder: LocalEmbedder) -> np.ndarray:
         await embedder.aclose()
 
 
-def _no_rewrite(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*_: object) -> bytes:
-        raise AssertionError("the graph was rewritten although it was cached")
-
-    monkeypatch.setattr(local, "_rewrite", refuse)
-
-
 async def test_a_cached_graph_gives_the_same_vectors_without_a_rewrite(
-    tmp_path: Path, minilm: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    cache: Path, tmp_path: Path, minilm: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rewritten_in_memory = await minilm.embed_documents(SENTENCES)
-    first = await _vectors(LocalEmbedder(cache_dir=tmp_path))
-    assert len(_cached(tmp_path)) == 1
-    _no_rewrite(monkeypatch)
+    rewritten_in_memory = await minilm.embed_documents(SENTENCES)  # minilm has no cache
+    monkeypatch.setattr(local, "_rewrite", None)  # a rewrite would fail
 
-    again = await _vectors(LocalEmbedder(cache_dir=tmp_path))
+    vectors = await _vectors(LocalEmbedder(cache_dir=_copy(cache, tmp_path / "cache")))
 
-    np.testing.assert_array_equal(first, again)
-    np.testing.assert_array_equal(again, rewritten_in_memory)
+    np.testing.assert_array_equal(vectors, rewritten_in_memory)
 
 
 @pytest.mark.parametrize("damage", ["graph", "digest", "missing digest"])
-async def test_a_damaged_cached_graph_is_rewritten_not_used(tmp_path: Path, minilm: LocalEmbedder, damage: str) -> None:
-    LocalProvider(cache_dir=tmp_path).prepare()
-    (graph,) = _cached(tmp_path)
+async def test_a_damaged_cached_graph_is_rewritten_not_used(
+    cache: Path, tmp_path: Path, rewrites: list[str], damage: str
+) -> None:
+    folder = _copy(cache, tmp_path / "cache")
+    (graph,) = _cached(folder)
     digest = graph.with_suffix(".sha256")
     if damage == "graph":
         graph.write_bytes(graph.read_bytes()[:-1000])
@@ -60,14 +83,14 @@ async def test_a_damaged_cached_graph_is_rewritten_not_used(tmp_path: Path, mini
     else:
         digest.unlink()
 
-    vectors = await _vectors(LocalEmbedder(cache_dir=tmp_path))
+    await _vectors(LocalEmbedder(cache_dir=folder))
 
-    np.testing.assert_array_equal(vectors, await minilm.embed_documents(SENTENCES))
+    assert rewrites == ["all-MiniLM-L6-v2"]
     assert local._read_cached(graph) is not None  # written whole again
 
 
 async def test_a_folder_that_cannot_be_written_only_means_no_cache(
-    tmp_path: Path, minilm: LocalEmbedder, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, rewrites: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
@@ -75,11 +98,12 @@ async def test_a_folder_that_cannot_be_written_only_means_no_cache(
     with caplog.at_level(logging.WARNING, logger=local.__name__):
         vectors = await _vectors(LocalEmbedder(cache_dir=blocked))
 
-    np.testing.assert_array_equal(vectors, await minilm.embed_documents(SENTENCES))
+    assert vectors.shape == (len(SENTENCES), 384)
+    assert rewrites == ["all-MiniLM-L6-v2"]
     assert "is not cached" in caplog.text
 
 
-def test_the_cached_name_follows_the_packaged_weights(tmp_path: Path) -> None:
+def test_the_cached_name_follows_the_packaged_weights() -> None:
     """Another model file (a dependency bump) is another recipe, so an old graph is never loaded for it."""
     other = type(MINILM_L6_V2)(
         spec=MINILM_L6_V2.spec,
@@ -89,10 +113,12 @@ def test_the_cached_name_follows_the_packaged_weights(tmp_path: Path) -> None:
     assert local._recipe(other) != local._recipe(MINILM_L6_V2)
 
 
-async def test_a_service_process_caches_the_graph_before_it_serves(tmp_path: Path, database_url: str) -> None:
+async def test_a_service_process_caches_the_graph_before_it_serves(
+    tmp_path: Path, database_url: str, rewrites: list[str]
+) -> None:
     environment = {"RAGU_LOCAL_EMBEDDER_CACHE_DIR": str(tmp_path / "cache")}
     settings = load_settings(environment, data_dir=str(tmp_path / "data"), database_url=database_url)
-    clients = SharedClients(settings)
 
-    async with clients.opened():
+    async with SharedClients(settings).opened():
+        assert rewrites == ["all-MiniLM-L6-v2"]
         assert len(_cached(tmp_path / "cache")) == 1
