@@ -11,13 +11,15 @@ directly, as the HTTP endpoint gives it after checking the token (``tests/kappi/
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import Client
+from jsonschema.protocols import Validator
+from mcp import Client, ClientSession
 
 from common.auth import Principal
 from common.vectors.base import RETRIEVAL_MODES, RetrievalMode
@@ -43,6 +45,27 @@ from tests.kappi.test_access_property import (
 )
 
 __all__ = ["world"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def output_validators_shared_by_sessions() -> Iterator[None]:
+    """The SDK's client checks and compiles each tool's output schema once per session (42 ms for ``search`` and
+    ``ask`` together here), and this module opens a session per example; so its sessions share the compiled
+    validators, as one long-lived client's calls would. Every result is still validated against its tool's schema.
+    """
+    compiled: dict[str, Validator] = {}
+    own = ClientSession._output_schema_validator
+
+    def shared(session: ClientSession, name: str, output_schema: dict[str, Any]) -> Validator:
+        key = msgspec.json.encode(output_schema, order="sorted").decode()
+        if key not in compiled:
+            compiled[key] = own(session, name, output_schema)
+        return compiled[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ClientSession, "_output_schema_validator", shared)
+        yield
+
 
 EVERY_CHUNK = CHUNKS_PER_COLLECTION * len(COLLECTIONS)
 """A ``search`` asking for this many passages searches each collection that deep: nothing allowed is cut."""
