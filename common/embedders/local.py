@@ -233,9 +233,7 @@ class LocalEmbedder(SpecAttributes):
                     counter = Tokenizer.from_str(definition)
                     counter.no_truncation()
                     counter.no_padding()
-                    embedder = Tokenizer.from_str(definition)
-                    embedder.enable_truncation(max_length=self.max_tokens + SPECIAL_TOKENS)
-                    embedder.no_padding()
+                    embedder = _embedding_tokenizer(self._model, definition)
                     self._count_tokenizer, self._embed_tokenizer = counter, embedder
         return self._embed_tokenizer, self._count_tokenizer
 
@@ -272,7 +270,7 @@ def prepared_graph(model: LocalModel, cache_dir: Path | None) -> bytes:
     source = model.onnx.read_verified()
     if cache_dir is None:
         return _rewrite(model, source)
-    path = cache_dir / "embedders" / f"{model.spec.model}-{_recipe(model)[:24]}.onnx"
+    path = _cached_path(model, cache_dir)
     if (cached := _read_cached(path)) is not None:
         return cached
     graph = _rewrite(model, source)
@@ -286,8 +284,15 @@ def prepared_graph(model: LocalModel, cache_dir: Path | None) -> bytes:
 def prepare(model: LocalModel, cache_dir: Path) -> None:
     """Put the model's rewritten graph in ``cache_dir`` if it is not there yet: at a process's start, so that
     ``onnx`` is never imported (half a second holding the interpreter) while the process serves."""
-    if _read_cached(cache_dir / "embedders" / f"{model.spec.model}-{_recipe(model)[:24]}.onnx") is None:
+    if _read_cached(_cached_path(model, cache_dir)) is None:
         prepared_graph(model, cache_dir)
+
+
+def _cached_path(model: LocalModel, cache_dir: Path) -> Path:
+    return cache_dir / "embedders" / f"{model.spec.model}-{_recipe(model)[:24]}.onnx"
+
+
+_LIBRARIES = ("onnx", "onnxruntime")
 
 
 @functools.cache
@@ -300,9 +305,6 @@ def _recipe(model: LocalModel) -> str:
     for module in (Path(__file__), Path(__file__).with_name("onnx_graph.py")):
         digest.update(module.read_bytes() + b"\0")
     return digest.hexdigest()
-
-
-_LIBRARIES = ("onnx", "onnxruntime")
 
 
 def _read_cached(path: Path) -> bytes | None:
@@ -325,6 +327,15 @@ def _write_cached(path: Path, graph: bytes) -> None:
         except BaseException:
             Path(name).unlink(missing_ok=True)
             raise
+
+
+def _embedding_tokenizer(model: LocalModel, definition: str) -> Tokenizer:
+    """The model's tokenizer as embedding uses it: truncated to the model's positions, never padded (the packaged
+    ``tokenizer.json`` pads every text to 128 tokens)."""
+    tokenizer = Tokenizer.from_str(definition)
+    tokenizer.enable_truncation(max_length=model.spec.max_tokens + SPECIAL_TOKENS)
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def _feeds(encodings: list[Encoding], longest: int, *, token_types: bool) -> dict[str, npt.NDArray[np.int64]]:
@@ -357,7 +368,7 @@ def _quantize_feed_forward(model: LocalModel, graph: onnx.ModelProto) -> None:
     matmuls = onnx_graph.feed_forward_matmuls(graph.graph)
     if not matmuls:
         return
-    encoding = Tokenizer.from_str(model.tokenizer.read_verified().decode("utf-8")).encode(CALIBRATION_TEXT)
+    encoding = _embedding_tokenizer(model, model.tokenizer.read_verified().decode("utf-8")).encode(CALIBRATION_TEXT)
     feeds = _feeds([encoding], len(encoding), token_types=any(i.name == "token_type_ids" for i in graph.graph.input))
     outliers = onnx_graph.widest_channels(graph, [m.activations for m in matmuls], feeds, FLOAT_CHANNELS)
     onnx_graph.quantize_activations(graph, matmuls, outliers)

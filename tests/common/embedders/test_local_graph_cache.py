@@ -122,3 +122,25 @@ async def test_a_service_process_caches_the_graph_before_it_serves(
     async with SharedClients(settings).opened():
         assert rewrites == ["all-MiniLM-L6-v2"]
         assert len(_cached(tmp_path / "cache")) == 1
+
+
+def test_the_rewrite_calibrates_on_the_text_as_embedding_tokenizes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outlier channels kept in float are found on the calibration text unpadded, as every text is embedded:
+    the packaged ``tokenizer.json`` pads to 128 tokens, and calibrating on that padding picked other channels, which
+    moved every vector (so a collection embedded before would no longer match its questions' vectors exactly)."""
+    from common.embedders import onnx_graph
+
+    seen: list[dict[str, np.ndarray]] = []
+    real = onnx_graph.widest_channels
+
+    def spy(model: object, tensors: list[str], feeds: dict[str, np.ndarray], count: int) -> object:
+        seen.append(dict(feeds))
+        return real(model, tensors, feeds, count)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx_graph, "widest_channels", spy)
+    local._rewrite(MINILM_L6_V2, MINILM_L6_V2.onnx.read_verified())
+
+    (feeds,) = seen
+    embedded = LocalEmbedder()._tokenizers()[0].encode(local.CALIBRATION_TEXT)
+    assert feeds["input_ids"].tolist() == [embedded.ids]
+    assert feeds["attention_mask"].all()
