@@ -277,7 +277,11 @@ def prepared_graph(model: LocalModel, cache_dir: Path | None) -> bytes:
     try:
         _write_cached(path, graph)
     except OSError as error:
-        logger.warning("the local embedder's graph is not cached (%s): each process rewrites it", error)
+        logger.warning(
+            "the local embedder's graph is not cached (%s): each process rewrites it; "
+            "RAGU_LOCAL_EMBEDDER_CACHE_DIR names a writable folder",
+            error,
+        )
     return graph
 
 
