@@ -228,8 +228,11 @@ class LocalLLMSettings(_Group, frozen=True, rename=_flat("local_llm_")):
     sha256: str | None = None
     """The SHA-256 a ``local_llm_model`` path must have; a file that differs is refused (known models are pinned)."""
     threads: int = 0
-    """CPU threads llama.cpp uses; 0: one less than the cores this process may use (at least 1), which stays fast
-    while the services also work (see docs/local-llm.md)."""
+    """CPU threads llama.cpp generates with; 0: one less than the cores this process may use (at least 1), which
+    stays fast while the services also work (see docs/local-llm.md)."""
+    batch_threads: int = 0
+    """CPU threads llama.cpp reads a prompt with; 0: every core this process may use, since the first token waits
+    on the whole prompt and a prompt's long steps lose little to a busy core (see docs/local-llm.md)."""
     slots: int = 2
     """Answers the local model generates at once (llama.cpp's parallel slots, batched together)."""
     queue: int = 4

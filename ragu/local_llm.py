@@ -30,11 +30,14 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from common.config import Settings
 from common.errors import InvalidInput
 from kappi.llm.local_models import AUTO, DISABLED, ChecksumMismatch, LocalModel, find_local_model, installed_models
+
+if TYPE_CHECKING:
+    import xllamacpp
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +52,23 @@ PROMPT_CACHE_MIB = 256
 """RAM llama.cpp may keep for prompts it has seen (its default, 8 GiB, is more than a small machine has)."""
 
 
+def _cores() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def default_threads() -> int:
-    """One less than the cores this process may use, at least one. llama.cpp's threads meet at a barrier after
-    every step, so one that loses its core (to the services, or an embedding job) stalls the others: with as many
-    threads as cores on a busy machine generation collapsed (measured, docs/local-llm.md)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores - 1)
+    """Generation's threads: one less than the cores this process may use, at least one. llama.cpp's threads meet
+    at a barrier after every step, so one that loses its core (to the services, or an embedding job) stalls the
+    others: with as many threads as cores on a busy machine generation collapsed (measured, docs/local-llm.md)."""
+    return max(1, _cores() - 1)
+
+
+def default_batch_threads() -> int:
+    """Prompt reading's threads: every core this process may use. A prompt is read in batches of many tokens, so
+    each step between two barriers is long and a thread that loses its core for a moment costs little of it, while
+    the first token waits on the whole prompt (measured, ``bench/llama_threads_bench.py``)."""
+    return _cores()
 
 
 def _free_port() -> int:
@@ -68,7 +82,8 @@ class LocalLlmServer:
     """One llama.cpp server process serving ``model``; implements kappi's :class:`~kappi.llm.registry.LocalLlm`.
 
     Args:
-        threads: llama.cpp's CPU threads (prompt and generation); 0: :func:`default_threads`.
+        threads: llama.cpp's CPU threads while it generates; 0: :func:`default_threads`.
+        batch_threads: its CPU threads while it reads a prompt; 0: :func:`default_batch_threads`.
         slots: answers decoded at once.
         queue: answers that may wait for a slot (kappi refuses more with ``llm_busy``).
         context: tokens per slot (prompt and answer).
@@ -82,6 +97,7 @@ class LocalLlmServer:
         model: LocalModel,
         *,
         threads: int,
+        batch_threads: int = 0,
         slots: int,
         queue: int,
         context: int,
@@ -90,6 +106,7 @@ class LocalLlmServer:
     ) -> None:
         self.local_model = model
         self.threads = threads or default_threads()
+        self.batch_threads = batch_threads or default_batch_threads()
         self.slots = max(1, slots)
         self.queue = max(0, queue)
         self.context = context
@@ -129,6 +146,15 @@ class LocalLlmServer:
             return "stopped"
         return "ready" if self._ready.is_set() else "starting"
 
+    def command(self) -> list[str]:
+        """The child's command line (its API key goes to its stdin, never here)."""
+        return [
+            sys.executable, "-m", "ragu.local_llm",
+            "--model", str(self.local_model.path), "--alias", self.model, "--port", str(self.port),
+            "--threads", str(self.threads), "--batch-threads", str(self.batch_threads),
+            "--slots", str(self.slots), "--context", str(self.context),
+        ]  # fmt: skip
+
     def start(self) -> None:
         """Start the child and return at once; it loads the model meanwhile (``status()`` says ``starting``)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,21 +163,17 @@ class LocalLlmServer:
         fd = os.open(self.key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as key_file:
             key_file.write(self.api_key + "\n")
-        command = [
-            sys.executable, "-m", "ragu.local_llm",
-            "--model", str(self.local_model.path), "--alias", self.model, "--port", str(self.port),
-            "--threads", str(self.threads), "--slots", str(self.slots), "--context", str(self.context),
-        ]  # fmt: skip
         with self.log_path.open("a") as log:  # the child keeps its own descriptor
             self._process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
+                self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
             )
         assert self._process.stdin is not None
         with self._process.stdin as stdin:
             stdin.write(self.api_key + "\n")
         logger.info(
-            "local LLM %s starting on %s (pid %d, %d threads, %d slots, queue %d; log %s)",
-            self.model, self.server_url, self._process.pid, self.threads, self.slots, self.queue, self.log_path,
+            "local LLM %s starting on %s (pid %d, %d threads, %d reading prompts, %d slots, queue %d; log %s)",
+            self.model, self.server_url, self._process.pid, self.threads, self.batch_threads, self.slots, self.queue,
+            self.log_path,
         )  # fmt: skip
         threading.Thread(target=self._watch, args=(self._process,), name="local-llm-watch", daemon=True).start()
 
@@ -219,6 +241,7 @@ def local_llm_for(settings: Settings) -> tuple[LocalLlmServer | None, str | None
     server = LocalLlmServer(
         model,
         threads=settings.local_llm.threads,
+        batch_threads=settings.local_llm.batch_threads,
         slots=settings.local_llm.slots,
         queue=settings.local_llm.queue,
         context=settings.local_llm.context,
@@ -240,10 +263,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    parent = os.getppid()
-    _die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C while the model loads ends us too (see below)
+def server_params(args: argparse.Namespace) -> xllamacpp.CommonParams:
+    """llama.cpp's server parameters from the child's arguments (its API key is read from stdin apart)."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -254,13 +275,23 @@ def _serve(args: argparse.Namespace) -> int:
     params.n_parallel = args.slots
     params.n_ctx = args.context * args.slots
     params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.batch_threads
     params.cache_ram_mib = PROMPT_CACHE_MIB
     params.endpoint_slots = True
     params.endpoint_metrics = True
     params.ui = False
-    params.api_keys = [sys.stdin.readline().strip()]
     params.verbosity = LOG_VERBOSITY
+    return params
+
+
+def _serve(args: argparse.Namespace) -> int:
+    parent = os.getppid()
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C while the model loads ends us too (see below)
+    import xllamacpp
+
+    params = server_params(args)
+    params.api_keys = [sys.stdin.readline().strip()]
     server = xllamacpp.Server(params)  # loads the model, then serves from llama.cpp's own threads
     # Handlers only now: while the model loads, a SIGTERM takes its default action and ends us at once (there
     # is nothing to clean up yet); a Python handler set before the load waited out the parent's grace period.
@@ -281,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--alias", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--batch-threads", type=int, required=True)
     parser.add_argument("--slots", type=int, required=True)
     parser.add_argument("--context", type=int, required=True)
     return _serve(parser.parse_args(argv))

