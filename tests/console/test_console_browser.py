@@ -1279,7 +1279,8 @@ def test_the_first_answer_is_a_marked_quote_and_the_models_checked_sentences_fol
 ) -> None:
     """#31 item 2: while the model reads its prompt, the answer's first words are extractive's quote of the passages,
     marked as preliminary (its quote highlighted in its source); the model's sentences then arrive below it, each
-    once grounding has checked it, and when the model's answer is complete it replaces the quote. The stand-in
+    once grounding has checked it, and when the model's answer is complete it replaces the quote, ending with it
+    unless it already says it. The stand-in
     stalls after its second sentence, so the page is seen with the quote and the model's first sentence and
     nothing more; a stall before its first token shows the quote alone."""
     from playwright.sync_api import expect
@@ -1329,4 +1330,13 @@ def test_the_first_answer_is_a_marked_quote_and_the_models_checked_sentences_fol
     expect(answer.locator(".answer-text")).to_have_text(
         "Visitors must wear a red badge at all times. Badges go back to reception before leaving [1]."
     )
+    assert user.close() == []
+
+    # A model answer that leaves out what the quote says ends with the quote, as a block quote under its lead.
+    user, answer = ask("pia", Script(tokens=("Visitors wear a badge [1].",)))
+    expect(answer).to_have_attribute("data-status", "complete")
+    expect(answer.locator(".answer-text p").first).to_have_text("Visitors wear a badge [1].")
+    expect(answer.locator(".answer-text")).to_contain_text("From the sources:")
+    expect(answer.locator(".answer-text blockquote")).to_contain_text("Visitors must wear a red badge at all times.")
+    user.shot("31-answer-then-quote")
     assert user.close() == []

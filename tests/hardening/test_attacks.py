@@ -79,14 +79,18 @@ def answered_by(llm: str, world: World, calls: list[LlmCall], *, sent: tuple[str
     """Every answer came from ``llm`` (not from the extractive fallback of a model that is down), and none of them
     was given anything identifying the restricted collection."""
     assert calls, "no answer reached an LLM"
-    answering = [call for call in calls if llm == "extractive" or not _preliminary(call)]
-    assert {call.provider for call in answering} == {llm}
+    assert {call.provider for call in answering(llm, calls)} == {llm}
     assert_given_nothing_restricted(world, calls, sent=sent)  # the preliminary quote's request too
 
 
+def answering(llm: str, calls: list[LlmCall]) -> list[LlmCall]:
+    """The calls that answered: not the extractive quote every model answer asks for beside its own."""
+    return [call for call in calls if llm == "extractive" or not _preliminary(call)]
+
+
 def _preliminary(call: LlmCall) -> bool:
-    """The extractive quote a streamed model answer shows first: asked of ``extractive`` by its own name, where an
-    extractive fallback is asked with the agent's model name."""
+    """The extractive quote a model answer ends with (and, streamed, shows first): asked of ``extractive`` by its
+    own name, where an extractive fallback is asked with the agent's model name."""
     return call.provider == "extractive" and call.request.model == "extractive"
 
 
@@ -124,8 +128,8 @@ async def test_a_member_gets_it_through_the_same_agent(
     # The restricted passage answers the question far better: the relevance floor may keep the public one apart.
     assert world.restricted["name"] in given_collections(response.json())
     assert "bonus pool is seven million" in response.text
-    assert [call.provider for call in llm_calls] == [llm]
-    assert "bonus pool is seven million" in llm_calls[0].given
+    assert [call.provider for call in answering(llm, llm_calls)] == [llm]
+    assert "bonus pool is seven million" in answering(llm, llm_calls)[0].given
 
 
 @every_llm
@@ -352,7 +356,7 @@ async def test_the_public_metrics_name_nothing_restricted(
     chat = (await kappi.post("/chats", json={"agent_id": world.agent["id"]}, headers=alice)).json()
     asked = await kappi.post(f"/chats/{chat['id']}/messages", json={"content": QUESTION}, headers=alice)
     assert world.restricted["name"] in asked.text  # the restricted collection was searched and cited
-    assert [call.provider for call in llm_calls] == [llm]  # the LLM's own metrics are counted too
+    assert [call.provider for call in answering(llm, llm_calls)] == [llm]  # the LLM's own metrics are counted too
     await chonkit.post(f"/collections/{world.restricted['id']}/search", json={"query": QUESTION})
     for client in (chonkit, kappi):
         response = await client.get("/metrics", headers={"Authorization": ""})
@@ -399,7 +403,9 @@ async def test_another_users_chat_history_and_messages_are_unreachable(
         assert_no_leak(world, response)
     listing = await kappi.get("/chats", headers=mallory, params={"limit": 200})
     assert listing.json() == []
-    assert [call.provider for call in llm_calls] == [llm]  # alice's question only: mallory's never reached an LLM
+    assert [call.provider for call in answering(llm, llm_calls)] == [
+        llm
+    ]  # alice's question only: mallory's never reached an LLM
     assert (await kappi.get(f"/chats/{chat['id']}", headers=alice)).json()["chat"]["title"] == title
 
 
@@ -560,8 +566,8 @@ async def test_removing_the_group_applies_to_the_next_question_even_with_a_stale
         after = await ask_query(stale, alice, world.agent["id"])
     assert given_collections(after.json()) == {world.public["name"]}
     assert "seven million" not in after.text
-    assert len(llm_calls) == 2
-    answered_by(llm, world, llm_calls[1:])  # the question after the revocation
+    assert len(answering(llm, llm_calls)) == 2
+    answered_by(llm, world, answering(llm, llm_calls)[1:])  # the question after the revocation
 
 
 @every_llm
@@ -579,8 +585,8 @@ async def test_a_token_without_the_group_loses_access_in_an_existing_chat(
     assert given_collections(second.json()["answer"]) == {world.public["name"]}
     assert "seven million" not in second.json()["answer"]["content"]
     assert_no_leak(world, second)
-    assert len(llm_calls) == 2
-    answered_by(llm, world, llm_calls[1:])
+    assert len(answering(llm, llm_calls)) == 2
+    answered_by(llm, world, answering(llm, llm_calls)[1:])
     history = (await kappi.get(f"/chats/{chat['id']}", headers=former)).json()["messages"]
     assert [m["withheld"] for m in history if m["role"] == "assistant"] == [True, False]
     assert "seven million" not in json.dumps(history)
@@ -613,8 +619,8 @@ async def test_a_deleted_collection_recreated_under_the_same_name_is_not_searche
     response = await ask_query(kappi, outsider(settings), world.agent["id"])
     assert given_collections(response.json()) == {world.public["name"]}
     assert "seven million" not in response.text
-    assert [call.provider for call in llm_calls] == [llm]
-    assert "seven million" not in llm_calls[0].given
+    assert [call.provider for call in answering(llm, llm_calls)] == [llm]
+    assert "seven million" not in answering(llm, llm_calls)[0].given
 
 
 # -- forged, expired, re-signed and confused tokens --------------------------------------------------------------

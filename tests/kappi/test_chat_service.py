@@ -410,12 +410,13 @@ async def test_the_local_model_reads_the_passages_best_windows_and_the_citation_
     assert "".join(e.data["text"] for e in events if e.event == "token") == f"{ANSWER} [1]"
 
 
-async def test_a_model_answer_streams_a_preliminary_quote_first_and_saves_only_the_models_answer_standin(
+async def test_a_model_answer_streams_a_preliminary_quote_first_and_does_not_repeat_it_standin(
     model_world: ModelWorld,
 ) -> None:
     """Before the model's first sentence the stream carries ``preliminary``: extractive's quote of the passages
-    the answer was given (sources first, so it cites only what the user may read), with its citations. The saved
-    answer is the model's alone; the collected answer and the query API send no preliminary."""
+    the answer was given (sources first, so it cites only what the user may read), with its citations. A model
+    answer that already says the quote is saved as it is; the collected answer and the query API send no
+    preliminary."""
     chats = model_world.services.chats
     chat = await chats.create(model_world.agent.id, None, ALICE)
     prepared = await chats.prepare(chat.id, QUESTION, ALICE)
@@ -433,4 +434,25 @@ async def test_a_model_answer_streams_a_preliminary_quote_first_and_saves_only_t
     assert answer == f"{ANSWER} [1]"
     saved = (await chats.detail(chat.id, ALICE)).messages[1]
     assert (saved.status, saved.content) == ("complete", answer)
+    assert (await chats.answerer.query(prepared)).answer == answer
+
+
+async def test_a_model_answer_ends_with_the_quote_it_rests_on_in_every_form_standin(model_world: ModelWorld) -> None:
+    """The model's own words are followed by the source's, quoted (#31): a small model misreads passages a quote
+    states plainly, so the reader gets both. The stream, the saved answer and the query API end alike, and the
+    answer cites the quote's passage."""
+    model_world.llm.script = Script(tokens=("Staff have 25 days of", " vacation each year."))
+    chats = model_world.services.chats
+    chat = await chats.create(model_world.agent.id, None, ALICE)
+    prepared = await chats.prepare(chat.id, QUESTION, ALICE)
+    events = [e async for e in chats.answerer.events(prepared)]
+
+    quote = next(e.data for e in events if e.event == "preliminary")["text"]
+    answer = "".join(e.data["text"] for e in events if e.event == "token")
+    assert answer.startswith("Staff have 25 days of vacation each year. [1]")
+    assert answer.endswith("\n\nFrom the sources:\n\n" + "\n".join(f"> {line}" for line in quote.splitlines()))
+    assert ANSWER in answer
+    assert [c.citation for c in events[-1].data["citations"]] == [1]
+    saved = (await chats.detail(chat.id, ALICE)).messages[1]
+    assert saved.content == answer
     assert (await chats.answerer.query(prepared)).answer == answer

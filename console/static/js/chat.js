@@ -181,14 +181,14 @@ const SHOW_WAIT_MS = 1000; // a wait shorter than this is not counted on screen
 
 const PRELIMINARY_WRITING = "Preliminary answer, quoted from the sources. The model is writing its own…";
 const PRELIMINARY_FOLLOWS = "Preliminary answer, quoted from the sources. The model's answer follows below, "
-  + "sentence by sentence, and replaces it when complete.";
+  + "sentence by sentence, and ends with this quote when complete.";
 
 /**
  * One answer, streamed: `sources` first (the passages the answer is given), then, when a model answers and a
  * passage does, a `preliminary` quote of the passages (shown at once, marked as preliminary, its quote
  * highlighted in its passage), then `token`s (the model's sentences, each once grounding has checked it), then
  * `done` (the passages it cites, and those it was given without citing them) or `error`. The preliminary quote
- * goes once the model's answer is complete: that is the answer, and the one stored. Until the first words, the
+ * goes once the model's answer is complete: that answer, the one stored, ends with the same quote. Until the first words, the
  * wait is shown as it grows ("thinking… 3.2 s"): a small local model can think for seconds before it writes.
  */
 async function stream(base, chatId, content, messages, message, download) {
@@ -236,7 +236,7 @@ async function stream(base, chatId, content, messages, message, download) {
         replace(text, answerView(answer, citations)); // a marker or a list item may span two tokens
       } else if (event === "done") {
         if (preliminary && answer) {
-          preliminary.remove(); // the model's answer, now complete, is the answer
+          preliminary.remove(); // the model's answer, now complete, is the answer (and ends with the quote)
           bubble.dataset.preliminary = "replaced";
         }
         bubble.dataset.status = "complete";
