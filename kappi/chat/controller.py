@@ -143,9 +143,9 @@ class ChatController(Controller):
         """Events: ``sources`` (the citations), then, when a model answers and a passage does, one
         ``preliminary`` (``text``, ``citations``, ``provider``: extractive's quote of the same passages, shown while
         the model reads), ``token`` (answer text, in order: the model's sentences, each once grounding has checked
-        it, then that quote under "From the sources:"), then ``done`` (message id, usage, timings: embed, search, llm, total) — or
-        ``error`` with a code. Closing the connection stops the LLM call; the answer is saved as ``cancelled``
-        then, even if the stream had not begun."""
+        it, then that quote under "From the sources:"), then ``done`` (message id, usage, timings: embed, search,
+        llm, total) — or ``error`` with a code. Closing the connection stops the LLM call; the answer is saved as
+        ``cancelled`` then, even if the stream had not begun."""
         answer = await chats.ask_streaming(chat_id, data.content, principal)
         return ServerSentEvent(_sse(answer.events()), background=BackgroundTask(answer.settle))
 
