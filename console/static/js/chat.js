@@ -188,8 +188,9 @@ const PRELIMINARY_FOLLOWS = "Preliminary answer, quoted from the sources. The mo
  * passage does, a `preliminary` quote of the passages (shown at once, marked as preliminary, its quote
  * highlighted in its passage), then `token`s (the model's sentences, each once grounding has checked it), then
  * `done` (the passages it cites, and those it was given without citing them) or `error`. The preliminary quote
- * goes once the model's answer is complete: that answer, the one stored, ends with the same quote. Until the first words, the
- * wait is shown as it grows ("thinking… 3.2 s"): a small local model can think for seconds before it writes.
+ * goes once the model's answer is complete: that answer, the one stored, ends with the same quote. Until the
+ * first words, the wait is shown as it grows ("thinking… 3.2 s"): a small local model can think for seconds
+ * before it writes.
  */
 async function stream(base, chatId, content, messages, message, download) {
   const text = h("div", { class: "answer-text" });
