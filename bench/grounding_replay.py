@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m bench.grounding_replay RECORDS.jsonl [--threshold 0.5] [--relation 0.5] [--grid] [--show]
+    python -m bench.grounding_replay RECORDS.jsonl [--threshold 0.5] [--relation 0.5] [--grid] [--show] [--embed]
 
 Each line of ``RECORDS.jsonl`` is one question of the answer bench's **dev** split (never the test split: the
 thresholds are chosen here): ``id``, ``question``, ``facts`` (empty for an unanswerable question), ``passages``
@@ -11,8 +11,10 @@ thresholds are chosen here): ``id``, ``question``, ``facts`` (empty for an unans
 system prompt) or the ``messages`` sent: with the passages' collection instructions, screened as the pipeline does.
 
 Each raw answer goes through :class:`~kappi.chat.grounding.Grounder` and, when every sentence was dropped or
-declined, :func:`~kappi.chat.grounding.quoted_instead`, as ``kappi.chat.answering`` does; the result is scored
-with the answer bench's own judges (``states_facts``, ``is_refusal``):
+declined, extractive's quote takes its place (:func:`~kappi.chat.grounding.checked_quote`; over a decline only if
+:func:`~kappi.chat.grounding.answers_over_a_decline`), as ``kappi.chat.answering`` does; ``--embed`` checks the quote
+with the local embedder, as served (without it, on the words alone). The result is scored with the answer bench's
+own judges (``states_facts``, ``is_refusal``):
 
 - *facts*: answerable questions whose answer states every fact;
 - *declined*: unanswerable questions the answer declines;
@@ -26,6 +28,7 @@ keeps the most facts, then refuses the fewest.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -34,8 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.answer_bench import CITATION_MARK, is_refusal, states_facts
+from common.embedders.registry import default_registry
 from kappi.chat import grounding
+from kappi.llm import extractive
 from kappi.llm.base import Passage
+from kappi.llm.extractive import Embed
+from kappi.llm.registry import local_embed
 
 GRID = (0.0, 0.2, 0.25, 0.34, 0.4, 0.5, 0.6, 0.67, 0.75)
 
@@ -91,8 +98,17 @@ class Outcome:
     """The extractive quote stands in for the model's answer (every sentence dropped, or only a decline)."""
 
 
-def grounded(record: Record, threshold: float, relation: float) -> Outcome:
-    """The answer the pipeline would give for this raw answer."""
+def quote(record: Record, embed: Embed | None) -> tuple[str, list[int]] | None:
+    """Extractive's checked quote of the record's passages, as the pipeline works it out beside the model."""
+    if embed is None:
+        pieces = extractive.extract_answer(record.question, record.passages)
+    else:
+        pieces = asyncio.run(extractive.checked_answer(record.question, record.passages, embed))
+    return grounding.checked_quote(record.question, record.passages, pieces)
+
+
+def grounded(record: Record, threshold: float, relation: float, quoted: tuple[str, list[int]] | None) -> Outcome:
+    """The answer the pipeline would give for this raw answer, ``quoted``: its passages' :func:`quote`."""
     if not record.passages:
         return Outcome(grounding.DECLINE, [])
     grounder = grounding.Grounder(
@@ -101,10 +117,10 @@ def grounded(record: Record, threshold: float, relation: float) -> Outcome:
     text = grounder.feed(record.raw) + grounder.finish()
     cited = list(grounder.cited)
     declined = grounder.only_declined
-    if grounder.rested_on_nothing or declined:
-        quoted = grounding.quoted_instead(record.question, record.passages, over_a_decline=declined)
-        if quoted is not None:
-            return Outcome(*quoted, quoted=True)
+    if quoted is not None and (
+        grounder.rested_on_nothing or (declined and grounding.answers_over_a_decline(record.question, quoted[0]))
+    ):
+        return Outcome(*quoted, quoted=True)
     return Outcome(text, cited)
 
 
@@ -162,11 +178,13 @@ def scored(records: Iterable[Record], answer: Any, *, show: bool = False) -> Sco
     return total
 
 
-def grid(records: Sequence[Record]) -> list[tuple[float, float, Score]]:
+def grid(
+    records: Sequence[Record], quotes: dict[str, tuple[str, list[int]] | None]
+) -> list[tuple[float, float, Score]]:
     results = []
     for threshold in GRID:
         for relation in GRID:
-            total = scored(records, lambda r, t=threshold, q=relation: grounded(r, t, q))
+            total = scored(records, lambda r, t=threshold, q=relation: grounded(r, t, q, quotes[r.id]))
             results.append((threshold, relation, total))
             print(f"threshold {threshold:.2f} relation {relation:.2f}  {total.line()}", flush=True)
     return results
@@ -179,13 +197,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--relation", type=float, default=grounding.RELATION_THRESHOLD)
     parser.add_argument("--grid", action="store_true", help="score every pair of thresholds in GRID")
     parser.add_argument("--show", action="store_true", help="print every answer that missed or was wrong")
+    parser.add_argument("--embed", action="store_true", help="check quotes with the local embedder, as served")
     args = parser.parse_args(argv)
     records = [r for path in args.records for r in load(path)]
+    embed = local_embed(default_registry()) if args.embed else None
+    quotes = {r.id: quote(r, embed) for r in records}
     print(f"raw answers:      {scored(records, raw).line()}")
-    total = scored(records, lambda r: grounded(r, args.threshold, args.relation), show=args.show)
+    total = scored(records, lambda r: grounded(r, args.threshold, args.relation, quotes[r.id]), show=args.show)
     print(f"grounded answers: {total.line()}  (threshold {args.threshold}, relation {args.relation})")
     if args.grid:
-        results = grid(records)
+        results = grid(records, quotes)
         best = max(results, key=lambda x: (-x[2].wrong_but_cited, x[2].facts, -x[2].refused, x[2].declined))
         print(f"chosen: threshold {best[0]} relation {best[1]}  {best[2].line()}")
     return 0

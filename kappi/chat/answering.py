@@ -23,11 +23,19 @@ from common.errors import AppError, NotFound
 from common.telemetry import LlmCall
 from kappi.agent.models import Agent, AgentVersion
 from kappi.chat.followups import condensed_question
-from kappi.chat.grounding import DECLINE, Grounder, joined_neighbours, quoted_instead, relevant, split_citations
+from kappi.chat.grounding import (
+    DECLINE,
+    Grounder,
+    answers_over_a_decline,
+    checked_quote,
+    joined_neighbours,
+    relevant,
+    split_citations,
+)
 from kappi.chat.models import Answer, Chat, Citation, DropReason, Grounding, Message, QueryAnswer, Timings
 from kappi.chat.repository import ChatRepository
 from kappi.llm.base import ChatMessage, LlmEvent, LlmRequest, Passage, Token, Usage
-from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, about_something_else
+from kappi.llm.extractive import about_something_else
 from kappi.llm.prompt import CONTEXT_PLACEHOLDER, grounded_question
 from kappi.llm.registry import EXTRACTIVE, LlmFallback, LlmRegistry
 from kappi.llm.windows import sized
@@ -41,7 +49,7 @@ UNSUPPORTED_FALLBACK = LlmFallback(
     reason="answer_unsupported",
     detail="the model's answer rested on none of the passages",
 )
-"""Why an answer is a quote of the passages when the model's every sentence was dropped (:func:`quoted_instead`)."""
+"""Why an answer is a quote of the passages when the model's every sentence was dropped."""
 DECLINED_FALLBACK = LlmFallback(
     provider=EXTRACTIVE,
     reason="answer_declined",
@@ -91,9 +99,9 @@ class Grounded(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Preliminary(msgspec.Struct, frozen=True, kw_only=True):
-    """The extractive quote of the passages a model answers from: its text, checked as a fallback quote is, and the
-    citation numbers it carries. Streamed, it is shown while the model reads (the ``preliminary`` event); the answer
-    then ends with it, after the model's sentences (:func:`with_the_quote`)."""
+    """The extractive quote of the passages a model answers from: its checked text and the citation numbers it
+    carries. Streamed, it is shown while the model reads (the ``preliminary`` event); the answer then ends with it,
+    after the model's sentences (:func:`with_the_quote`), or is it when none of them stands."""
 
     text: str
     cited: list[int]
@@ -169,7 +177,7 @@ class Answerer:
                             shown.append(text)
                             yield Token(text=text)
             rest, cited, fallback = await _ending(
-                prepared.text, passages, grounder, shown="".join(shown), quote=quote, fallback=fallback
+                prepared.text, grounder, shown="".join(shown), quote=quote, fallback=fallback
             )
         finally:
             if quote is not None and not quote.done():
@@ -180,8 +188,9 @@ class Answerer:
         yield Grounded(cited=cited, dropped=tuple(grounder.dropped), llm_fallback=fallback)
 
     async def _preliminary(self, question: str, passages: list[Passage]) -> Preliminary | None:
-        """``extractive``'s answer over the passages the model is given (the same, whole), its markers checked as
-        a fallback quote's are; ``None`` when it finds nothing that answers, or fails (the model still answers)."""
+        """``extractive``'s answer over the passages the model is given (the same, whole), checked
+        (:func:`~kappi.chat.grounding.checked_quote`); ``None`` when it finds nothing that answers, or fails (the
+        model still answers)."""
         request = LlmRequest(
             model=EXTRACTIVE, system="", messages=[ChatMessage(role="user", content=question)], passages=passages
         )
@@ -190,11 +199,8 @@ class Answerer:
         except Exception:  # the quote is a courtesy: the model's answer does not wait on it
             log.warning("the preliminary quote failed; the model answers alone", exc_info=True)
             return None
-        if not pieces or pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
-            return None
-        checked = Grounder(passages, question, attribute=False)
-        text = checked.feed("".join(pieces)) + checked.finish()
-        return Preliminary(text=text, cited=checked.cited) if text.strip() and checked.cited else None
+        quoted = await asyncio.to_thread(checked_quote, question, passages, pieces)
+        return None if quoted is None else Preliminary(text=quoted[0], cited=quoted[1])
 
     async def query(self, prepared: Prepared) -> QueryAnswer:
         """A stateless answer (nothing stored); errors are raised as they are."""
@@ -414,7 +420,6 @@ def _found(chunk: RetrievedChunk) -> dict[str, Any]:
 
 async def _ending(
     question: str,
-    passages: list[Passage],
     grounder: Grounder,
     *,
     shown: str,
@@ -423,18 +428,19 @@ async def _ending(
 ) -> tuple[str, list[int], LlmFallback | None]:
     """The answer's last text, its citations and why another provider answered if one did: what grounding leaves
     of the model's answer, then the quote it rests on (:func:`with_the_quote`); or, when nothing of the model's
-    answer stands, a quote in its place (:func:`quoted_instead`). ``shown``: the answer's text streamed so far."""
+    answer stands, the quote in its place. ``shown``: the answer's text streamed so far."""
     rest, cited = grounder.finish(), grounder.cited
-    declined = grounder.only_declined
-    if grounder.rested_on_nothing or declined:
-        quoted = await asyncio.to_thread(quoted_instead, question, passages, over_a_decline=declined)
-        if quoted is None:
+    supporting = None if quote is None else await quote
+    if supporting is None:
+        return rest, cited, fallback
+    if grounder.only_declined:
+        if not answers_over_a_decline(question, supporting.text):
             return rest, cited, fallback
-        return *quoted, fallback or (DECLINED_FALLBACK if declined else UNSUPPORTED_FALLBACK)
-    if quote is not None and (supporting := await quote) is not None:
-        rest += with_the_quote(shown + rest, supporting.text)
-        cited = list(dict.fromkeys([*cited, *supporting.cited]))
-    return rest, cited, fallback
+        return supporting.text, supporting.cited, fallback or DECLINED_FALLBACK
+    if grounder.rested_on_nothing:
+        return supporting.text, supporting.cited, fallback or UNSUPPORTED_FALLBACK
+    rest += with_the_quote(shown + rest, supporting.text)
+    return rest, list(dict.fromkeys([*cited, *supporting.cited])), fallback
 
 
 def with_the_quote(answer: str, quote: str) -> str:

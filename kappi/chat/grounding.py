@@ -16,9 +16,9 @@ Small local models neither cite nor decline reliably when told to, so the pipeli
   stating them and one either side) holds at least :data:`SUPPORT_THRESHOLD` of its own words and
   :data:`RELATION_THRESHOLD` of the question's key terms: a true number of another setting, stated far from what
   the question asks about, answers nothing. A sentence resting on no passage, or repeating the prompt, is dropped;
-  one resting on another passage than it cites cites that one. When nothing stands, an extractive quote takes the
-  answer's place only if it holds :data:`QUOTE_RELATION` of the question's key terms. The thresholds were chosen
-  on the answer bench's dev split only (``bench/grounding_replay.py`` replays a model's saved raw answers).
+  one resting on another passage than it cites cites that one. When nothing stands, extractive's quote takes the
+  answer's place (:func:`checked_quote`). The thresholds were chosen on the answer bench's dev split only
+  (``bench/grounding_replay.py`` replays a model's saved raw answers).
 - The agent's instructions are confidential: a sentence repeating :data:`RUN_WORDS` of them in a row that no passage
   holds is withheld, cited or not, attributing or not (#26: a model asked for its instructions repeated them).
 - Nothing dropped leaves the grounder in words, only why (:data:`~kappi.chat.models.DropReason`, #26).
@@ -37,7 +37,7 @@ import msgspec
 
 from kappi.chat.models import DropReason
 from kappi.llm.base import Passage
-from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, extract_answer, names_everything
+from kappi.llm.extractive import NOTHING_FOUND, NOTHING_MATCHES, names_everything
 from kappi.llm.prompt import ANSWER_RULES
 from kappi.llm.words import (
     DIGITS_OF,
@@ -75,8 +75,6 @@ SUPPORT_THRESHOLD = 0.5
 RELATION_THRESHOLD = 0.5
 """Share of the question's key terms that window must hold, its labels counted (dev split): else it speaks of
 something else."""
-QUOTE_RELATION = 0.7
-"""Share of the question's key terms a quote standing in for the whole answer must hold (dev split)."""
 RUN_WORDS = 8
 """A sentence sharing this many words in a row with the agent's instructions, in a run no passage holds, is withheld.
 Not fewer: a decline repeats seven of the default system prompt's ("the sources do not contain the answer")."""
@@ -553,25 +551,23 @@ class Grounder:
         return out
 
 
-def quoted_instead(
-    question: str, passages: Sequence[Passage], *, over_a_decline: bool = False
-) -> tuple[str, list[int]] | None:
-    """The extractive quote of the section that answers, and the citations it carries, for an answer whose every
-    sentence rested on no passage; ``None`` when no section answers either (the answer then says
-    :data:`UNSUPPORTED_ONLY`). A small model misreads a passage that does answer; a quote of it, cited, serves
-    the reader better than nothing, if it holds :data:`QUOTE_RELATION` of the question's key terms.
-
-    ``over_a_decline``: the model said it does not know. A quote then takes its place only if it states a value
-    when the question asks for one (a section may hold the question's terms and still not say how much)."""
-    pieces = extract_answer(question, passages)
-    if pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
-        return None
-    if over_a_decline and expects_value(question) and not states_value(_CITED_NUMBERS.sub(" ", "".join(pieces))):
+def checked_quote(question: str, passages: Sequence[Passage], pieces: Sequence[str]) -> tuple[str, list[int]] | None:
+    """Extractive's answer (``pieces``) over the passages a model answers from, its markers checked as any answer's
+    are, and the citations it carries; ``None`` when extractive found nothing that answers. The one quote a model's
+    answer has: shown while the model reads, after its sentences, or in their place when none of them stands (on the
+    answer bench's dev split a quote held to a further test of its own there refused questions extractive alone
+    answered, and kept no near miss from an answer)."""
+    if not pieces or pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
         return None
     checked = Grounder(passages, question, attribute=False)
     text = checked.feed("".join(pieces)) + checked.finish()
-    labels = "".join(_Read.of(p).labels.words for p in passages if p.citation in checked.cited)
-    return (text, checked.cited) if _share(key_terms(question), _words(text) + labels) >= QUOTE_RELATION else None
+    return (text, checked.cited) if text.strip() and checked.cited else None
+
+
+def answers_over_a_decline(question: str, quote: str) -> bool:
+    """Whether a quote may take the place of a model's "I don't know": the model may be right, and a section holding
+    the question's terms need not say how much, so a question asking for a value needs a quote that states one."""
+    return not expects_value(question) or states_value(_CITED_NUMBERS.sub(" ", quote))
 
 
 def _recited(sentence: str, citation: int) -> str:

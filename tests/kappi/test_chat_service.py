@@ -22,6 +22,7 @@ from common.errors import NotFound
 from common.vectors.registry import VectorRegistry
 from kappi.agent.models import AccessQuery, Agent, AgentCreate, AgentUpdate, AssignmentChanges, AssignmentSpec
 from kappi.app import Kappi
+from kappi.chat.answering import UNSUPPORTED_FALLBACK
 from kappi.chat.models import Citation, Message
 from kappi.chat.service import TITLE_CHARS, title_from, withhold
 from kappi.llm.base import ChatMessage
@@ -456,3 +457,26 @@ async def test_a_model_answer_ends_with_the_quote_it_rests_on_in_every_form_stan
     saved = (await chats.detail(chat.id, ALICE)).messages[1]
     assert saved.content == answer
     assert (await chats.answerer.query(prepared)).answer == answer
+
+
+async def test_a_model_answer_resting_on_nothing_gives_way_to_the_quote_it_would_have_ended_with_standin(
+    model_world: ModelWorld,
+) -> None:
+    """When none of the model's sentences stands, the answer is the very quote a standing answer ends with and the
+    stream showed first, not one held to a further test of its own: on the answer bench's dev split the quote
+    that had to hold most of the question's key terms refused questions extractive alone answered (a table row
+    names few of a question's words), and kept no near miss from an answer."""
+    model_world.llm.script = Script(tokens=("Staff are given a", " company car."))
+    asked = "How many paid vacation days does each full-time employee get per calendar year at this company?"
+    chats = model_world.services.chats
+    chat = await chats.create(model_world.agent.id, None, ALICE)
+    prepared = await chats.prepare(chat.id, asked, ALICE)
+    events = [e async for e in chats.answerer.events(prepared)]
+
+    quote = next(e.data for e in events if e.event == "preliminary")["text"]
+    answer = "".join(e.data["text"] for e in events if e.event == "token")
+    assert ANSWER in quote
+    assert answer == quote
+    assert events[-1].data["llm_fallback"] == UNSUPPORTED_FALLBACK
+    assert [c.citation for c in events[-1].data["citations"]] == [1]
+    assert (await chats.answerer.query(prepared)).answer == quote

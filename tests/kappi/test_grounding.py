@@ -15,14 +15,16 @@ from kappi.chat.followups import condensed_question, refers_back
 from kappi.chat.grounding import (
     UNSUPPORTED_ONLY,
     Grounder,
+    answers_over_a_decline,
+    checked_quote,
     claim_of,
     declines,
     joined_neighbours,
-    quoted_instead,
     relevant,
     split_citations,
 )
 from kappi.llm import ChatMessage, Passage
+from kappi.llm.extractive import extract_answer
 from kappi.retrieval.service import RetrievedChunk
 
 HOLIDAYS = "Every employee receives 25 days of paid holiday per calendar year. Unused days expire in March."
@@ -553,17 +555,23 @@ def test_names_are_read_as_the_passages_document_spells_them() -> None:
     assert resting_on(said, "Which extended attribute may hold a file's MIME type?", [spec]) == 1
 
 
-def test_an_answer_resting_on_nothing_is_quoted_instead_only_from_a_section_that_answers() -> None:
-    """The quote that stands in for a model answer whose every sentence was dropped: cited, from the passage that
-    answers; none when no section answers (the answer then says nothing supported it)."""
+def test_the_quote_is_extractives_answer_checked_and_none_when_it_finds_nothing() -> None:
+    """The one quote a model's answer has (shown first, after the answer, or in its place when nothing of the answer
+    stands): extractive's answer with its markers checked, cited; none when extractive finds nothing that answers."""
     grounder = Grounder(PASSAGES, QUESTION)
     assert run(grounder, ["Employees get a company car."]) == UNSUPPORTED_ONLY
     assert grounder.rested_on_nothing
-    quoted = quoted_instead(QUESTION, PASSAGES)
+    quoted = checked_quote(QUESTION, PASSAGES, extract_answer(QUESTION, PASSAGES))
     assert quoted is not None
     assert "25 days of paid holiday" in quoted[0]
     assert quoted[1] == [2]
-    assert quoted_instead("What is the VPN address?", PASSAGES) is None
+    assert (
+        checked_quote("What is the VPN address?", PASSAGES, extract_answer("What is the VPN address?", PASSAGES))
+        is None
+    )
+    assert (
+        checked_quote(QUESTION, PASSAGES, ["Employees get 25 days of paid holiday. [7]"]) is None
+    )  # cites nothing given
     kept = Grounder(PASSAGES, QUESTION)
     run(kept, ["Employees get 25 days per year. ", "Managers also get a company car."])
     assert not kept.rested_on_nothing
@@ -597,13 +605,10 @@ def test_a_lone_i_do_not_know_is_held_to_the_end_so_a_quote_can_stand_in_for_it(
 
 def test_a_quote_takes_a_declines_place_only_if_it_states_the_value_asked_for() -> None:
     """The model that said it does not know may be right: a section holding the question's terms need not say how
-    many; over a decline it is no answer, over an answer resting on nothing it is still quoted."""
-    no_figure = [passage(1, "Every employee receives paid holiday each calendar year.")]
-    assert quoted_instead(QUESTION, no_figure) is not None
-    assert quoted_instead(QUESTION, no_figure, over_a_decline=True) is None
-    quoted = quoted_instead(QUESTION, PASSAGES, over_a_decline=True)
-    assert quoted is not None
-    assert "25 days of paid holiday" in quoted[0]
+    many, so over a decline it is no answer; a question asking for no value takes any quote."""
+    assert not answers_over_a_decline(QUESTION, "Every employee receives paid holiday each calendar year. [1]")
+    assert answers_over_a_decline(QUESTION, "Employees get 25 days of paid holiday per year. [2]")
+    assert answers_over_a_decline("Who approves paid holiday?", "Your manager approves paid holiday. [1]")
 
 
 def test_a_lead_in_to_nothing_is_no_answer() -> None:
@@ -613,7 +618,7 @@ def test_a_lead_in_to_nothing_is_no_answer() -> None:
     alone = Grounder(PASSAGES, QUESTION)
     assert run(alone, ["The answer to this", " question is:"]) == UNSUPPORTED_ONLY
     assert alone.rested_on_nothing
-    assert quoted_instead(QUESTION, PASSAGES) is not None  # so the pipeline quotes the passage instead
+    assert checked_quote(QUESTION, PASSAGES, extract_answer(QUESTION, PASSAGES)) is not None  # quoted instead
     led_in = Grounder(PASSAGES, QUESTION)
     assert run(led_in, ["Here are the facts:\n\n", "- Employees get 25 days of paid holiday.\n"]) == (
         "Here are the facts:\n\n- Employees get 25 days of paid holiday. [2]\n"
@@ -726,20 +731,3 @@ def test_a_number_on_a_wrapped_line_is_read_with_the_words_around_it() -> None:
     wrapped = passage(1, "The solver runs until its iteration limit is\nreached, which is 100 unless set\notherwise.")
     question = "How many iterations does the solver run at most?"
     assert resting_on("The solver's iteration limit is 100.", question, [wrapped]) == 1
-
-
-def test_a_quote_standing_in_must_speak_of_most_of_what_the_question_asks() -> None:
-    """Regression (#27, dev split): with every model sentence dropped, the extractive quote of a section sharing a
-    few of the question's words was shown, cited, for questions no document answers. It stands in now only when it
-    holds most (:data:`~kappi.chat.grounding.QUOTE_RELATION`) of the question's key terms."""
-    carry_over = [
-        passage(
-            1,
-            "Paid holiday carry-over rules. Unused paid holiday may be carried over into the next year with the "
-            "approval of your manager.",
-        )
-    ]
-    asked_here = "How many days of paid holiday may an employee carry over into the next year?"
-    assert quoted_instead(asked_here, carry_over) is not None
-    asked_elsewhere = "Can contractors carry unused paid holiday over to a new contract?"  # a near miss
-    assert quoted_instead(asked_elsewhere, carry_over) is None
