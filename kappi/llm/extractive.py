@@ -64,6 +64,7 @@ from kappi.llm.words import (
     question_stems,
     states_value,
     stem,
+    unlisted,
 )
 
 log = logging.getLogger(__name__)
@@ -343,9 +344,10 @@ def _units(per_passage: Sequence[Analysed]) -> list[str]:
 
 
 def _names_missing(question: str, needles: Sequence[str], units: Sequence[str], passages: Sequence[Passage]) -> bool:
-    """Whether at least :data:`MISSING_NAMES` of what the question names (:func:`_specific`) stands in no passage
-    and no source's name: the passages are about something else, however many other words they share."""
-    specific = _specific(question)
+    """Whether at least :data:`MISSING_NAMES` of what the question names (:func:`_specific`, and the words English
+    does not use: :func:`~kappi.llm.words.unlisted`) stands in no passage and no source's name: the passages are
+    about something else, however many other words they share."""
+    specific = _specific(question) | unlisted(question)
     names = [needle for needle in needles if needle[1:] in specific]
     if not names:
         return False

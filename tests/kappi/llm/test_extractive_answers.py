@@ -6,8 +6,8 @@ made up: none comes from a benchmark's documents."""
 from __future__ import annotations
 
 from kappi.llm import Passage
-from kappi.llm.extractive import NOTHING_MATCHES, extract_answer
-from kappi.llm.words import key_terms
+from kappi.llm.extractive import NOTHING_MATCHES, about_something_else, extract_answer
+from kappi.llm.words import key_terms, unlisted
 
 
 def passage(citation: int, text: str, score: float = 0.5) -> Passage:
@@ -97,6 +97,22 @@ def test_a_question_naming_something_no_passage_holds_is_declined_however_many_w
     passages = [passage(1, USAGE), passage(2, ARCHIVES)]
     assert extract_answer("Does frob have a Kubernetes operator for its archives?", passages) == [NOTHING_MATCHES]
     assert extract_answer("What is the default of frob_retry_limit?", passages) == [NOTHING_MATCHES]
+
+
+def test_a_setting_named_in_lowercase_that_no_passage_holds_makes_the_passages_about_something_else() -> None:
+    """Regression (answer bench, dev split, a near miss): a question asked the default of a setting spelled as a
+    plain lowercase word, which no passage held; the passages listed other settings' defaults, so the model answered
+    with one of them, cited. A word English does not use is a name (:func:`~kappi.llm.words.unlisted`), as a
+    capitalised one is; the same question about a setting the passages hold still reaches them."""
+    settings = passage(
+        1,
+        "Parameters\n\nThe solver reads its parameters from a file; each one missing keeps its default value. "
+        "A sample file with the defaults: maxiter=100 gaptol=1.0e-8 printlevel=1",
+    )
+    assert unlisted("What is the default value of the solver's maxtime parameter?") == {"maxtime"}
+    assert unlisted("Which printed output does the solver write by default?") == frozenset()
+    assert about_something_else("What is the default value of the solver's maxtime parameter?", [settings])
+    assert not about_something_else("What is the default value of the solver's maxiter parameter?", [settings])
 
 
 def test_a_pdf_pages_lines_give_headings_and_whole_sentences_without_the_page_number() -> None:
