@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import re
 import time
@@ -445,21 +446,26 @@ async def _ending(
 
 def with_the_quote(answer: str, quote: str) -> str:
     """What follows a model's answer: the checked quote of the passages, as a Markdown block quote under
-    :data:`QUOTE_LEAD`, or nothing when the answer already says every word of it (a heading the quote leads with
-    included).
+    :data:`QUOTE_LEAD`, or nothing when the answer already says every two words of it that follow each other (a
+    heading the quote leads with included): the same words in another order may say something else ("vX.Y.Z"
+    against "vX.Y.0 … (W < Z)").
 
     A small model misreads passages that a quote states plainly (on the answer bench's dev split the 0.5B model's
     sentences were wrong on questions the quote answered, and right on others it did not), so the reader gets
     both: the model's words, and the source's own beside them to check them by."""
-    if _words(quote) <= _words(answer):
+    if _already_says(answer, quote):
         return ""
     quoted = "\n".join(f"> {line}".rstrip() for line in quote.strip().splitlines())
     return f"\n\n{QUOTE_LEAD}\n\n{quoted}"
 
 
-def _words(text: str) -> set[str]:
-    """The words a text says, as compared: no citation markers, no case."""
-    return set(_WORD.findall(_MARKERS.sub(" ", text).lower()))
+def _already_says(answer: str, quote: str) -> bool:
+    """Whether ``answer`` says every two words of ``quote`` that follow each other (a one-word quote: its word),
+    citation markers and case aside."""
+    said, quoted = (_WORD.findall(_MARKERS.sub(" ", text).lower()) for text in (answer, quote))
+    if len(quoted) < 2:
+        return set(quoted) <= set(said)
+    return set(itertools.pairwise(quoted)) <= set(itertools.pairwise(said))
 
 
 _MARKERS = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")

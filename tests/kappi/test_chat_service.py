@@ -22,7 +22,7 @@ from common.errors import NotFound
 from common.vectors.registry import VectorRegistry
 from kappi.agent.models import AccessQuery, Agent, AgentCreate, AgentUpdate, AssignmentChanges, AssignmentSpec
 from kappi.app import Kappi
-from kappi.chat.answering import UNSUPPORTED_FALLBACK
+from kappi.chat.answering import UNSUPPORTED_FALLBACK, with_the_quote
 from kappi.chat.models import Citation, Message
 from kappi.chat.service import TITLE_CHARS, title_from, withhold
 from kappi.llm.base import ChatMessage
@@ -480,3 +480,15 @@ async def test_a_model_answer_resting_on_nothing_gives_way_to_the_quote_it_would
     assert events[-1].data["llm_fallback"] == UNSUPPORTED_FALLBACK
     assert [c.citation for c in events[-1].data["citations"]] == [1]
     assert (await chats.answerer.query(prepared)).answer == quote
+
+
+def test_an_answer_holding_the_quotes_words_in_another_order_still_ends_with_the_quote() -> None:
+    """Regression (answer bench, dev split): the model wrote a version's numbering wrong with every word of the
+    quote somewhere in its sentence ("vX.Y.0 ... (W < Z)" against the quote's "vX.Y.Z"), so the quote that would
+    have shown the reader the source's own was left out. An answer says the quote only if it says every two of its
+    words that follow each other."""
+    quote = "Patch releases are numbered vA.B.C and fix bugs of vA.B.0 only (D < C). [1]"
+    reordered = "Patch releases are numbered vA.B.0 and fix bugs of vA.B.0 only (D < C). [1]"
+    assert with_the_quote(reordered, quote).endswith("> " + quote)
+    assert with_the_quote(f"In short: {quote}", quote) == ""
+    assert with_the_quote("Patch releases fix bugs. [1]", "Releases [1]") == ""
