@@ -22,7 +22,7 @@ from common.errors import NotFound
 from common.vectors.registry import VectorRegistry
 from kappi.agent.models import AccessQuery, Agent, AgentCreate, AgentUpdate, AssignmentChanges, AssignmentSpec
 from kappi.app import Kappi
-from kappi.chat.answering import UNSUPPORTED_FALLBACK, with_the_quote
+from kappi.chat.answering import UNSUPPORTED_FALLBACK, Event, Prepared, with_the_quote
 from kappi.chat.models import Citation, Message
 from kappi.chat.service import TITLE_CHARS, title_from, withhold
 from kappi.llm.base import ChatMessage
@@ -438,23 +438,32 @@ async def test_a_model_answer_streams_a_preliminary_quote_first_and_does_not_rep
     assert (await chats.answerer.query(prepared)).answer == answer
 
 
+async def _streamed(world: ModelWorld, question: str, *tokens: str) -> tuple[Prepared, list[Event], str, str]:
+    """``question`` asked in a new chat of Alice's, the model scripted to write ``tokens``, and streamed: the
+    prepared question, the events, the preliminary quote and the answer's text."""
+    world.llm.script = Script(tokens=tokens)
+    chats = world.services.chats
+    chat = await chats.create(world.agent.id, None, ALICE)
+    prepared = await chats.prepare(chat.id, question, ALICE)
+    events = [e async for e in chats.answerer.events(prepared)]
+    quote = next(e.data for e in events if e.event == "preliminary")["text"]
+    return prepared, events, quote, "".join(e.data["text"] for e in events if e.event == "token")
+
+
 async def test_a_model_answer_ends_with_the_quote_it_rests_on_in_every_form_standin(model_world: ModelWorld) -> None:
     """The model's own words are followed by the source's, quoted (#31): a small model misreads passages a quote
     states plainly, so the reader gets both. The stream, the saved answer and the query API end alike, and the
     answer cites the quote's passage."""
-    model_world.llm.script = Script(tokens=("Staff have 25 days of", " vacation each year."))
+    prepared, events, quote, answer = await _streamed(
+        model_world, QUESTION, "Staff have 25 days of", " vacation each year."
+    )
     chats = model_world.services.chats
-    chat = await chats.create(model_world.agent.id, None, ALICE)
-    prepared = await chats.prepare(chat.id, QUESTION, ALICE)
-    events = [e async for e in chats.answerer.events(prepared)]
-
-    quote = next(e.data for e in events if e.event == "preliminary")["text"]
-    answer = "".join(e.data["text"] for e in events if e.event == "token")
     assert answer.startswith("Staff have 25 days of vacation each year. [1]")
     assert answer.endswith("\n\nFrom the sources:\n\n" + "\n".join(f"> {line}" for line in quote.splitlines()))
     assert ANSWER in answer
     assert [c.citation for c in events[-1].data["citations"]] == [1]
-    saved = (await chats.detail(chat.id, ALICE)).messages[1]
+    assert prepared.chat is not None
+    saved = (await chats.detail(prepared.chat.id, ALICE)).messages[1]
     assert saved.content == answer
     assert (await chats.answerer.query(prepared)).answer == answer
 
@@ -466,20 +475,13 @@ async def test_a_model_answer_resting_on_nothing_gives_way_to_the_quote_it_would
     stream showed first, not one held to a further test of its own: on the answer bench's dev split the quote
     that had to hold most of the question's key terms refused questions extractive alone answered (a table row
     names few of a question's words), and kept no near miss from an answer."""
-    model_world.llm.script = Script(tokens=("Staff are given a", " company car."))
     asked = "How many paid vacation days does each full-time employee get per calendar year at this company?"
-    chats = model_world.services.chats
-    chat = await chats.create(model_world.agent.id, None, ALICE)
-    prepared = await chats.prepare(chat.id, asked, ALICE)
-    events = [e async for e in chats.answerer.events(prepared)]
-
-    quote = next(e.data for e in events if e.event == "preliminary")["text"]
-    answer = "".join(e.data["text"] for e in events if e.event == "token")
+    prepared, events, quote, answer = await _streamed(model_world, asked, "Staff are given a", " company car.")
     assert ANSWER in quote
     assert answer == quote
     assert events[-1].data["llm_fallback"] == UNSUPPORTED_FALLBACK
     assert [c.citation for c in events[-1].data["citations"]] == [1]
-    assert (await chats.answerer.query(prepared)).answer == quote
+    assert (await model_world.services.chats.answerer.query(prepared)).answer == quote
 
 
 def test_an_answer_holding_the_quotes_words_in_another_order_still_ends_with_the_quote() -> None:
