@@ -84,7 +84,7 @@ def unlisted(question: str) -> frozenset[str]:
     """The stems of the question's words that English does not use (below :data:`NAME_ZIPF` in wordfreq's word
     lists): an option, a command or a tool spelled in lowercase ("maxtime", "mypy"), which names a thing as surely as
     a capitalised word does."""
-    from wordfreq import zipf_frequency  # its English list loads on the first call (~0.2 s), not at import
+    from wordfreq import zipf_frequency  # its English list loads on the first call, not at every import
 
     words = set(_LETTERS.findall(question.lower()))
     return frozenset(stem(w) for w in words if w not in STOP_WORDS and zipf_frequency(w, "en") < NAME_ZIPF)
