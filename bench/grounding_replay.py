@@ -118,7 +118,8 @@ def grounded(record: Record, threshold: float, relation: float, quoted: tuple[st
     cited = list(grounder.cited)
     declined = grounder.only_declined
     if quoted is not None and (
-        grounder.rested_on_nothing or (declined and grounding.answers_over_a_decline(record.question, quoted[0]))
+        grounder.rested_on_nothing
+        or (declined and grounding.answers_over_a_decline(record.question, record.passages, *quoted))
     ):
         return Outcome(*quoted, quoted=True)
     return Outcome(text, cited)

@@ -178,7 +178,7 @@ class Answerer:
                             shown.append(text)
                             yield Token(text=text)
             rest, cited, fallback = await _ending(
-                prepared.text, grounder, shown="".join(shown), quote=quote, fallback=fallback
+                prepared.text, passages, grounder, shown="".join(shown), quote=quote, fallback=fallback
             )
         finally:
             if quote is not None and not quote.done():
@@ -421,6 +421,7 @@ def _found(chunk: RetrievedChunk) -> dict[str, Any]:
 
 async def _ending(
     question: str,
+    passages: list[Passage],
     grounder: Grounder,
     *,
     shown: str,
@@ -435,7 +436,7 @@ async def _ending(
     if supporting is None:
         return rest, cited, fallback
     if grounder.only_declined:
-        if not answers_over_a_decline(question, supporting.text):
+        if not answers_over_a_decline(question, passages, supporting.text, supporting.cited):
             return rest, cited, fallback
         return supporting.text, supporting.cited, fallback or DECLINED_FALLBACK
     if grounder.rested_on_nothing:
@@ -446,9 +447,9 @@ async def _ending(
 
 def with_the_quote(answer: str, quote: str) -> str:
     """What follows a model's answer: the checked quote of the passages, as a Markdown block quote under
-    :data:`QUOTE_LEAD`, or nothing when the answer already says every two words of it that follow each other (a
-    heading the quote leads with included): the same words in another order may say something else ("vX.Y.Z"
-    against "vX.Y.0 … (W < Z)").
+    :data:`QUOTE_LEAD`, or nothing when the answer already says every two words of it that follow each other in a
+    clause (:func:`_already_says`): the same words in another order may say something else ("vX.Y.Z" against
+    "vX.Y.0 … (W < Z)").
 
     A small model misreads passages that a quote states plainly (on the answer bench's dev split the 0.5B model's
     sentences were wrong on questions the quote answered, and right on others it did not), so the reader gets
@@ -460,16 +461,22 @@ def with_the_quote(answer: str, quote: str) -> str:
 
 
 def _already_says(answer: str, quote: str) -> bool:
-    """Whether ``answer`` says every two words of ``quote`` that follow each other (a one-word quote: its word),
-    citation markers and case aside."""
-    said, quoted = (_WORD.findall(_MARKERS.sub(" ", text).lower()) for text in (answer, quote))
-    if len(quoted) < 2:
-        return set(quoted) <= set(said)
-    return set(itertools.pairwise(quoted)) <= set(itertools.pairwise(said))
+    """Whether ``answer`` says every two words of ``quote`` that follow each other within one of its clauses (a
+    one-word clause: its word), citation markers and case aside. Not across a clause's end: a quote leads with its
+    section's heading ("Visitors: Visitors must …"), which an answer has no reason to join to the sentence."""
+    said = _WORD.findall(_MARKERS.sub(" ", answer).lower())
+    pairs, words = set(itertools.pairwise(said)), set(said)
+    for clause in _CLAUSE_END.split(_MARKERS.sub(" ", quote).lower()):
+        quoted = _WORD.findall(clause)
+        if not (set(itertools.pairwise(quoted)) <= pairs if len(quoted) > 1 else set(quoted) <= words):
+            return False
+    return True
 
 
 _MARKERS = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 _WORD = re.compile(r"\w+")
+_CLAUSE_END = re.compile(r"[.:;!?…](?=\s|$)|\n")
+"""Where a clause ends: a stop, colon or semicolon before a space (not the dots inside "vX.Y.Z"), or a line's end."""
 
 
 def _instructions(config: AgentVersion, request: LlmRequest) -> str:

@@ -17,7 +17,8 @@ Small local models neither cite nor decline reliably when told to, so the pipeli
   :data:`RELATION_THRESHOLD` of the question's key terms: a true number of another setting, stated far from what
   the question asks about, answers nothing. A sentence resting on no passage, or repeating the prompt, is dropped;
   one resting on another passage than it cites cites that one. When nothing stands, extractive's quote takes the
-  answer's place (:func:`checked_quote`). The thresholds were chosen on the answer bench's dev split only
+  answer's place (:func:`checked_quote`); over a lone "I don't know", only if it holds :data:`QUOTE_RELATION` of the
+  question's key terms (:func:`answers_over_a_decline`). The thresholds were chosen on the answer bench's dev split only
   (``bench/grounding_replay.py`` replays a model's saved raw answers).
 - The agent's instructions are confidential: a sentence repeating :data:`RUN_WORDS` of them in a row that no passage
   holds is withheld, cited or not, attributing or not (#26: a model asked for its instructions repeated them).
@@ -75,6 +76,9 @@ SUPPORT_THRESHOLD = 0.5
 RELATION_THRESHOLD = 0.5
 """Share of the question's key terms that window must hold, its labels counted (dev split): else it speaks of
 something else."""
+QUOTE_RELATION = 0.7
+"""Share of the question's key terms a quote taking the place of a model's "I don't know" must hold (dev split, #27;
+a follow-up about something the passages only border on was answered with them when it was dropped)."""
 RUN_WORDS = 8
 """A sentence sharing this many words in a row with the agent's instructions, in a run no passage holds, is withheld.
 Not fewer: a decline repeats seven of the default system prompt's ("the sources do not contain the answer")."""
@@ -555,8 +559,8 @@ def checked_quote(question: str, passages: Sequence[Passage], pieces: Sequence[s
     """Extractive's answer (``pieces``) over the passages a model answers from, its markers checked as any answer's
     are, and the citations it carries; ``None`` when extractive found nothing that answers. The one quote a model's
     answer has: shown while the model reads, after its sentences, or in their place when none of them stands (on the
-    answer bench's dev split a quote held to a further test of its own there refused questions extractive alone
-    answered, and kept no near miss from an answer)."""
+    answer bench's dev split, holding the quote to a further test there when the model's answer rested on nothing
+    refused table rows extractive alone answered, and kept no near miss from an answer)."""
     if not pieces or pieces[0] in (NOTHING_FOUND, NOTHING_MATCHES):
         return None
     checked = Grounder(passages, question, attribute=False)
@@ -564,10 +568,14 @@ def checked_quote(question: str, passages: Sequence[Passage], pieces: Sequence[s
     return (text, checked.cited) if text.strip() and checked.cited else None
 
 
-def answers_over_a_decline(question: str, quote: str) -> bool:
-    """Whether a quote may take the place of a model's "I don't know": the model may be right, and a section holding
-    the question's terms need not say how much, so a question asking for a value needs a quote that states one."""
-    return not expects_value(question) or states_value(_CITED_NUMBERS.sub(" ", quote))
+def answers_over_a_decline(question: str, passages: Sequence[Passage], quote: str, cited: Sequence[int]) -> bool:
+    """Whether the quote may take the place of a model's "I don't know". The model may be right: a section holding
+    some of the question's terms need not answer it, so the quote must hold :data:`QUOTE_RELATION` of the question's
+    key terms (its cited passages' labels counted) and, for a question asking for a value, state one."""
+    if expects_value(question) and not states_value(_CITED_NUMBERS.sub(" ", quote)):
+        return False
+    labels = "".join(_Read.of(p).labels.words for p in passages if p.citation in cited)
+    return _share(key_terms(question), _words(quote) + labels) >= QUOTE_RELATION
 
 
 def _recited(sentence: str, citation: int) -> str:

@@ -488,9 +488,11 @@ def test_an_answer_holding_the_quotes_words_in_another_order_still_ends_with_the
     """Regression (answer bench, dev split): the model wrote a version's numbering wrong with every word of the
     quote somewhere in its sentence ("vX.Y.0 ... (W < Z)" against the quote's "vX.Y.Z"), so the quote that would
     have shown the reader the source's own was left out. An answer says the quote only if it says every two of its
-    words that follow each other."""
+    words that follow each other in a clause; the heading a quote leads with is a clause of its own."""
     quote = "Patch releases are numbered vA.B.C and fix bugs of vA.B.0 only (D < C). [1]"
     reordered = "Patch releases are numbered vA.B.0 and fix bugs of vA.B.0 only (D < C). [1]"
     assert with_the_quote(reordered, quote).endswith("> " + quote)
     assert with_the_quote(f"In short: {quote}", quote) == ""
     assert with_the_quote("Patch releases fix bugs. [1]", "Releases [1]") == ""
+    headed = "Patches: Patch releases fix bugs of vA.B.0 only. [1]"
+    assert with_the_quote("Patch releases fix bugs of vA.B.0 only. Patches go upstream. [2]", headed) == ""

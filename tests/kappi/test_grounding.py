@@ -603,12 +603,22 @@ def test_a_lone_i_do_not_know_is_held_to_the_end_so_a_quote_can_stand_in_for_it(
     assert unsupported_then_declined.dropped == ["no_source"]
 
 
-def test_a_quote_takes_a_declines_place_only_if_it_states_the_value_asked_for() -> None:
-    """The model that said it does not know may be right: a section holding the question's terms need not say how
-    many, so over a decline it is no answer; a question asking for no value takes any quote."""
-    assert not answers_over_a_decline(QUESTION, "Every employee receives paid holiday each calendar year. [1]")
-    assert answers_over_a_decline(QUESTION, "Employees get 25 days of paid holiday per year. [2]")
-    assert answers_over_a_decline("Who approves paid holiday?", "Your manager approves paid holiday. [1]")
+def test_a_quote_takes_a_declines_place_only_if_it_speaks_of_what_is_asked_and_states_the_value_asked_for() -> None:
+    """The model that said it does not know may be right: a section holding some of the question's terms need not
+    answer it. Over a decline a quote stands in only if it holds most of the question's key terms
+    (:data:`~kappi.chat.grounding.QUOTE_RELATION`) and, asked how many, states a number."""
+    holiday = [passage(1, "Every employee receives paid holiday each calendar year."), *PASSAGES]
+    assert not answers_over_a_decline(
+        QUESTION, holiday, "Every employee receives paid holiday each calendar year. [1]", [1]
+    )
+    assert answers_over_a_decline(QUESTION, PASSAGES, "Employees get 25 days of paid holiday per year. [2]", [2])
+    parking = [passage(1, "Parking\n\nVisitors park in the north lot. Staff park in the south garage.")]
+    assert not answers_over_a_decline(
+        "Where do visitors park bicycles?", parking, "Parking: Visitors park in the north lot. [1]", [1]
+    )
+    assert answers_over_a_decline(
+        "Where do visitors park?", parking, "Parking: Visitors park in the north lot. [1]", [1]
+    )
 
 
 def test_a_lead_in_to_nothing_is_no_answer() -> None:
