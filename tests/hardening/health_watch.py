@@ -58,6 +58,14 @@ class Watched:
             f"(the control's worst {self.worst_control * 1000:.0f} ms), peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB"
         )
 
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set at the first health answer (or failure)."""
+
+    async def polled(self) -> None:
+        """Wait for the first health answer: the watch covers what follows (its poller is a process of its own,
+        which takes a moment to start)."""
+        await self.answered.wait()
+
     def assert_healthy(self, *, min_polls: int = 2) -> None:
         assert not self.failures, f"health failed while watched: {self.failures[:3]}"
         assert len(self.health_seconds) >= min_polls, f"kappi was not polled while the attack ran ({self.summary()})"
@@ -104,6 +112,7 @@ async def watching(base_url: str, pid: int) -> AsyncIterator[Watched]:
                 watched.control_seconds.append(float(value))
             else:
                 watched.failures.append(value)
+            watched.answered.set()
 
     async def sample_rss() -> None:
         while not done.is_set():
