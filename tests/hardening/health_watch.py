@@ -43,6 +43,8 @@ class Watched:
     """Health answers that were not 200, or no answer at all (said how)."""
     peak_rss_bytes: int = 0
     """The server process and its children together, at the highest sample."""
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set at the poller's first line: health is being watched from then on."""
 
     @property
     def worst(self) -> float:
@@ -57,9 +59,6 @@ class Watched:
             f"{len(self.health_seconds)} health polls, worst {self.worst * 1000:.0f} ms "
             f"(the control's worst {self.worst_control * 1000:.0f} ms), peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB"
         )
-
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set at the first health answer (or failure)."""
 
     async def polled(self) -> None:
         """Wait for the first health answer: the watch covers what follows (its poller is a process of its own,
