@@ -28,7 +28,6 @@ import asyncio
 import functools
 import hashlib
 import importlib.metadata
-import importlib.util
 import logging
 import os
 import tempfile
@@ -45,7 +44,7 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from common.embedders.base import Embedder, EmbedderSpec, SpecAttributes, Vectors
-from common.errors import Unavailable
+from common.packaged import PackagedFile
 
 if TYPE_CHECKING:
     import onnx
@@ -53,42 +52,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROVIDER = "local"
-
-
-@dataclass(frozen=True, slots=True)
-class PackagedFile:
-    """A file inside an installed distribution, found without importing the package."""
-
-    package: str
-    relative_path: str
-    sha256: str
-
-    def path(self) -> Path:
-        spec = importlib.util.find_spec(self.package)
-        if spec is None or not spec.submodule_search_locations:
-            raise Unavailable(
-                f"the local embedding model needs the Python package {self.package!r}, which is not installed",
-                code="embedding_model_unavailable",
-                extra={"package": self.package},
-            )
-        return Path(next(iter(spec.submodule_search_locations))) / self.relative_path
-
-    def verified_path(self) -> Path:
-        """The file's path once its content is checked, for readers that open it themselves."""
-        self.read_verified()
-        return self.path()
-
-    def read_verified(self) -> bytes:
-        path = self.path()
-        content = path.read_bytes()
-        digest = hashlib.sha256(content).hexdigest()
-        if digest != self.sha256:
-            raise Unavailable(
-                f"{path} does not match its pinned sha256 (package {self.package!r} changed?)",
-                code="embedding_model_mismatch",
-                extra={"path": str(path), "expected_sha256": self.sha256, "actual_sha256": digest},
-            )
-        return content
 
 
 @dataclass(frozen=True, slots=True)

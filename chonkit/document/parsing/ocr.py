@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import InvalidInput
+from common.packaged import PackagedFile
 
 if TYPE_CHECKING:
     import pymupdf
@@ -161,15 +162,38 @@ def _lines(found: list[tuple[npt.NDArray[Any], str]]) -> str:
     return "\n".join(" ".join(text for _, text in sorted(words)) for _, _, words in rows)
 
 
+DETECTION_MODEL = PackagedFile(
+    "rapidocr",
+    "models/PP-OCRv6_det_small.onnx",
+    "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f",
+    what="ocr_model",
+)
+"""PP-OCRv6 small text detection, in the pinned wheel; its digest is the one RapidAI publish for it
+(``rapidocr/default_models.yaml``, ``multi_PP-OCRv6_det_small``)."""
+RECOGNITION_MODEL = PackagedFile(
+    "rapidocr",
+    "models/PP-OCRv6_rec_small.onnx",
+    "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884",
+    what="ocr_model",
+)
+"""PP-OCRv6 small text recognition (``multi_PP-OCRv6_rec_small`` there)."""
+
+
 @functools.cache
 def _engine() -> Any:
     """The models, loaded once per process on first use (about a second); imported late so that a process that
-    never recognises a page never pays for OpenCV and the models."""
+    never recognises a page never pays for OpenCV and the models.
+
+    Each model file is checked against its pinned digest and named by path (``ocr_model_mismatch`` otherwise):
+    left to find its own, RapidOCR downloads a file whose digest differs from its list, and Ragu never reaches the
+    network for weights."""
     from rapidocr import RapidOCR  # heavy, and only for pages that need it
 
     return RapidOCR(
         params={
             "Global.log_level": "warning",
+            "Det.model_path": str(DETECTION_MODEL.verified_path()),
+            "Rec.model_path": str(RECOGNITION_MODEL.verified_path()),
             # The 180-degree line classifier turned a third of the lines of plain typeset pages upside down into
             # garbage (bench/ocr_bench.py: recall 0.76 with it, 1.00 without); scanners deskew whole pages.
             "Global.use_cls": False,

@@ -3,19 +3,22 @@ known; the ``ocr`` parse option (off / auto / force); image uploads; bad images 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 import zlib
 
+import numpy as np
 import pymupdf
 import pytest
 from PIL import Image
 
 from chonkit.document.isolated import parse_isolated
-from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, sniff, validate_parse_config
+from chonkit.document.parsing import DocumentType, PageRange, ParseConfig, ocr, sniff, validate_parse_config
 from chonkit.document.parsing.ocr import MAX_IMAGE_PIXELS, needs_ocr
 from chonkit.document.parsing.parser import parse
-from common.errors import InvalidInput, UnsupportedMediaType
+from common.errors import InvalidInput, Unavailable, UnsupportedMediaType
+from common.packaged import PackagedFile
 from tests.chonkit.parsing.conftest import make_pdf, make_scanned_pdf, make_text_image
 
 PAGES = [
@@ -186,3 +189,20 @@ def test_plain_long_lines_are_not_turned_upside_down() -> None:
     doc = parse(scan, DocumentType.PDF, ParseConfig())
 
     assert _words(line) <= _words(doc.blocks[0].text), doc.blocks[0].text
+
+
+@pytest.mark.parametrize("model", ["DETECTION_MODEL", "RECOGNITION_MODEL"])
+def test_an_ocr_model_unlike_its_pinned_digest_is_refused_before_it_loads(
+    model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pinned: PackagedFile = getattr(ocr, model)
+    monkeypatch.setattr(ocr, model, dataclasses.replace(pinned, sha256="0" * 64))
+    ocr._engine.cache_clear()  # the engine this process may have loaded already
+    try:
+        with pytest.raises(Unavailable) as caught:
+            ocr.recognise(np.zeros((8, 8, 3), dtype=np.uint8))
+    finally:
+        ocr._engine.cache_clear()
+
+    assert caught.value.code == "ocr_model_mismatch"
+    assert caught.value.extra["actual_sha256"] == pinned.sha256

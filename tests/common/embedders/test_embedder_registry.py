@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from common.embedders import EmbedderRegistry, EmbedderSpec, default_registry
-from common.embedders.local import MINILM_L6_V2, LocalEmbedder, LocalModel, LocalProvider, PackagedFile
+from common.embedders.local import MINILM_L6_V2, LocalEmbedder, LocalModel, LocalProvider
 from common.errors import InvalidInput, Unavailable
+from common.packaged import PackagedFile
 
 
 def test_default_registry_lists_local_minilm() -> None:
