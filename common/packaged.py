@@ -25,7 +25,7 @@ class PackagedFile:
     package: str
     relative_path: str
     sha256: str
-    what: str = "embedding_model"
+    what: str
 
     def path(self) -> Path:
         spec = importlib.util.find_spec(self.package)

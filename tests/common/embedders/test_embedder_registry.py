@@ -62,7 +62,8 @@ def test_a_provider_name_registered_twice_is_refused() -> None:
 
 
 async def test_missing_model_package_fails_on_first_use_not_on_lookup() -> None:
-    missing = dataclasses.replace(MINILM_L6_V2, onnx=PackagedFile("ragu_no_such_model_package", "model.onnx", "0" * 64))
+    absent = PackagedFile("ragu_no_such_model_package", "model.onnx", "0" * 64, what="embedding_model")
+    missing = dataclasses.replace(MINILM_L6_V2, onnx=absent)
     registry = EmbedderRegistry([LocalProvider(models=(missing,))])
     embedder = registry.get("local", "all-MiniLM-L6-v2")
     try:
